@@ -1,0 +1,400 @@
+"""The measuring engine: `generate(config)` runs a configuration and measures it truthfully.
+
+It yields `Phase` events (loading, warm-up, repeat, profiling), a `Token` event for every token
+as it is produced, and ends with one `Result` whose record holds every figure. The UI, the CLI
+and the tests all just iterate it.
+
+Why the numbers can be trusted:
+- every clock read follows a device synchronize (in `_Recorder.put`, which transformers calls once
+  before prefill and once after each step), so host timestamps are when the GPU finished;
+- prefill (TTFT) and decode (tok/s) are separate figures; decode never includes prefill;
+- warm-up passes, and the cold first pass that pays for compilation, are timed and reported apart
+  from the steady-state repeats;
+- kernel names and GPU busy % come from one extra profiled pass, never from the timed repeats;
+- device work runs under one lock, so two runs never interleave on the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import psutil
+import torch
+from transformers import CompileConfig, StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from playground import capabilities, kernels
+from playground.config import ConfigError, RunConfig
+from playground.hardware import memory_bandwidth_gb_s, synchronize
+from playground.loader import MODELS, LoadedModel, LoadError, ModelCache
+from playground.metrics import PassTiming, summarize
+from playground.record import RunRecord, environment
+
+PROFILE_NEW_TOKENS = 9  # one prefill step and eight decode steps are enough to name the kernels
+DEVICE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Phase:
+    phase: str  # loading | warmup | repeat | profiling
+    detail: str = ""
+    index: int = 0  # 1-based pass number within the phase
+    total: int = 0
+
+
+@dataclass(frozen=True)
+class Token:
+    pass_name: str
+    index: int  # position in the generated output, from 0
+    token_id: int
+    text: str  # the text this token adds (may be "" while a multi-byte character is incomplete)
+    t_ms: float  # time since this pass's prefill started
+
+
+@dataclass(frozen=True)
+class Result:
+    record: RunRecord
+
+
+Event = Phase | Token | Result
+
+
+class Stopped(Exception):
+    """The user asked to stop; the run ends without a record in the history."""
+
+
+@dataclass
+class PassOutput:
+    timing: PassTiming
+    ids: list[int]
+    kv_cache_bytes: int
+    peak_mem_bytes: int
+    phases: dict[str, kernels.PhaseKernels] = field(default_factory=dict)
+
+
+class _StopOnEvent(StoppingCriteria):
+    """Ends generate within one step once `event` is set (Stop button, closed stream)."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def __call__(self, input_ids, scores, **kwargs) -> bool:
+        return self.event.is_set()
+
+
+class _Recorder(BaseStreamer):
+    """Timestamps generate's callbacks: the first is the prompt (prefill starts), then one per step.
+
+    With `mark_phases` it also opens `playground::prefill` / `playground::decode` profiler ranges
+    so the profiled pass can be split by phase.
+    """
+
+    def __init__(self, device: str, sink: queue.SimpleQueue, mark_phases: bool = False) -> None:
+        self.device, self.sink, self.mark_phases = device, sink, mark_phases
+        self.prefill_start: float | None = None
+        self.times: list[float] = []
+        self.ids: list[int] = []
+        self._range = None
+
+    def _mark(self, name: str | None) -> None:
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
+        self._range = torch.autograd.profiler.record_function(kernels.PHASE_PREFIX + name).__enter__() if name else None
+
+    def put(self, value: torch.Tensor) -> None:
+        synchronize(self.device)
+        now = time.perf_counter()
+        if self.prefill_start is None:
+            self.prefill_start = now
+            if self.mark_phases:
+                self._mark("prefill")
+            return
+        token_id = int(value.reshape(-1)[0])  # row 0 of the batch
+        self.times.append(now)
+        self.ids.append(token_id)
+        self.sink.put((len(self.ids) - 1, token_id, now - self.prefill_start))
+        if self.mark_phases:
+            self._mark("decode")
+
+    def end(self) -> None:
+        if self.mark_phases:
+            self._mark(None)
+
+
+class IncrementalDecoder:
+    """Text for one token at a time without re-decoding the whole output (O(1) per token).
+
+    Holds back text while a multi-byte character is incomplete, so no U+FFFD ever reaches the user.
+    """
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.prefix = self.read = 0
+
+    def add(self, token_id: int) -> str:
+        self.ids.append(token_id)
+        before = self.tokenizer.decode(self.ids[self.prefix:self.read], skip_special_tokens=True)
+        after = self.tokenizer.decode(self.ids[self.prefix:], skip_special_tokens=True)
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            self.prefix, self.read = self.read, len(self.ids)
+            return after[len(before):]
+        return ""
+
+
+def _sdpa_context(backend: str | None):
+    if backend is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel({"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                        "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}[backend])
+
+
+def _cache_bytes(cache) -> int:
+    """Bytes held by a transformers cache (keys, values and any other per-layer state)."""
+    if cache is None:
+        return 0
+    return sum(v.numel() * v.element_size() for layer in getattr(cache, "layers", [])
+               for v in vars(layer).values() if isinstance(v, torch.Tensor))
+
+
+def _memory_bytes(device: str) -> int:
+    if device == "cuda":
+        return torch.cuda.max_memory_allocated()
+    return psutil.Process().memory_info().rss
+
+
+def _generate_kwargs(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int) -> dict[str, Any]:
+    tok = lm.tokenizer
+    kwargs: dict[str, Any] = dict(
+        input_ids=input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        max_new_tokens=new_tokens,
+        do_sample=not config.greedy,
+        use_cache=config.use_cache,
+        pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+        return_dict_in_generate=True,
+    )
+    if config.mode == "benchmark":
+        kwargs["min_new_tokens"] = new_tokens  # EOS cannot end a benchmark run early
+    if not config.greedy:
+        kwargs.update(temperature=config.temperature, top_k=0, top_p=1.0)
+    else:
+        kwargs.update(temperature=None, top_k=None, top_p=None)
+    if config.use_cache and config.cache_impl == "static":
+        kwargs["cache_implementation"] = "static"
+    if config.compile == "off":
+        kwargs["disable_compile"] = True  # transformers would otherwise compile decode with a static cache
+    else:
+        compile_config = CompileConfig(mode=config.compile, fullgraph=False)
+        compile_config._compile_all_devices = True  # let CPU users see compile too
+        kwargs["compile_config"] = compile_config
+    return kwargs
+
+
+def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int, stop: threading.Event,
+              pass_name: str, profile: bool = False) -> Iterator[Token]:
+    """Run one generate call in a worker thread and yield its tokens as they come; returns a PassOutput."""
+    sink: queue.SimpleQueue = queue.SimpleQueue()
+    done = object()
+    recorder = _Recorder(lm.device, sink, mark_phases=profile)
+    result: dict[str, Any] = {}
+    kwargs = _generate_kwargs(config, lm, input_ids, new_tokens)
+    kwargs.update(streamer=recorder, stopping_criteria=StoppingCriteriaList([_StopOnEvent(stop)]))
+
+    def work() -> None:
+        try:
+            torch.manual_seed(config.seed)
+            if lm.device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            with torch.inference_mode(), _sdpa_context(config.sdpa_backend):
+                synchronize(lm.device)
+                result["call_start"] = time.perf_counter()
+                if profile:
+                    activities = [torch.profiler.ProfilerActivity.CPU]
+                    if lm.device == "cuda":
+                        activities.append(torch.profiler.ProfilerActivity.CUDA)
+                    with torch.profiler.profile(activities=activities) as prof:
+                        out = lm.model.generate(**kwargs)
+                    result["phases"] = kernels.phases_from_profile(prof)
+                else:
+                    out = lm.model.generate(**kwargs)
+                synchronize(lm.device)
+                result["end"] = time.perf_counter()
+            result["kv"] = _cache_bytes(out.past_key_values)
+            result["mem"] = _memory_bytes(lm.device)
+        except BaseException as exc:  # handed to the consumer thread below
+            result["error"] = exc
+        finally:
+            sink.put(done)
+
+    decoder = IncrementalDecoder(lm.tokenizer)
+    worker = threading.Thread(target=work, name=f"generate-{pass_name}", daemon=True)
+    worker.start()
+    finished = False
+    try:
+        while (item := sink.get()) is not done:
+            index, token_id, t_s = item
+            yield Token(pass_name, index, token_id, decoder.add(token_id), t_s * 1e3)
+        finished = True
+    finally:
+        if not finished:  # the consumer went away mid-pass: stop generating, free the device
+            stop.set()
+        worker.join()
+    if "error" in result:
+        raise result["error"]
+    if stop.is_set():
+        raise Stopped(f"stopped after {len(recorder.ids)} tokens of {pass_name}")
+    if not recorder.times:
+        raise RuntimeError("generate produced no tokens")
+    timing = PassTiming(recorder.prefill_start, tuple(recorder.times), result["end"], result["call_start"])
+    return PassOutput(timing, recorder.ids, result["kv"], result["mem"], result.get("phases", {}))
+
+
+def _prompt_ids(config: RunConfig, lm: LoadedModel) -> torch.Tensor:
+    tok = lm.tokenizer
+    if config.prompt is not None:
+        ids = tok(config.prompt, return_tensors="pt")["input_ids"]
+    else:
+        vocab = min(len(tok), lm.model.config.vocab_size)
+        special = set(tok.all_special_ids)
+        pool = torch.tensor([i for i in range(vocab) if i not in special])
+        g = torch.Generator().manual_seed(config.seed)
+        ids = pool[torch.randint(len(pool), (1, config.prompt_tokens), generator=g)]
+    if ids.shape[1] == 0:
+        raise ConfigError("the prompt encodes to zero tokens")
+    total = ids.shape[1] + config.new_tokens
+    if lm.max_context and total > lm.max_context:
+        raise ConfigError(f"prompt ({ids.shape[1]} tokens) + new tokens ({config.new_tokens}) = {total} exceeds "
+                          f"the model's context of {lm.max_context} tokens")
+    return ids.repeat(config.batch_size, 1).to(lm.device)
+
+
+def _blank_record(config: RunConfig) -> RunRecord:
+    return RunRecord(
+        model=config.model, attn=config.attn, use_cache=config.use_cache, cache_impl=config.cache_impl,
+        dtype=config.dtype, compile=config.compile, device=config.device, batch_size=config.batch_size,
+        prompt_tokens=config.prompt_tokens, new_tokens=config.new_tokens, mode=config.mode,
+        repeats=config.repeats, warmup=config.warmup, label=config.label, config=config.to_dict(),
+    )
+
+
+def _compiled_description(config: RunConfig, lm: LoadedModel) -> str:
+    if config.compile == "off":
+        return ""
+    if getattr(lm.model, "_compiled_call", None) is None:
+        return ""
+    return (f"decode step: torch.compile(model.__call__, mode={config.compile}) by transformers generate; "
+            "prefill runs eager")
+
+
+def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: PassOutput,
+                  steady: list[PassOutput]) -> None:
+    timings = [p.timing for p in steady]
+    ttft, decode, e2e = (summarize([getattr(t, name) for t in timings]) for name in ("ttft_ms", "decode_tok_s", "e2e_ms"))
+    itl = summarize([x for t in timings for x in t.itl_ms])
+    record.ttft_ms, record.ttft_ms_std = ttft.mean, ttft.std
+    if decode:
+        record.decode_tok_s, record.decode_tok_s_std = decode.mean, decode.std
+    if itl:
+        record.itl_ms_p50, record.itl_ms_p90, record.itl_ms_p99 = itl.p50, itl.p90, itl.p99
+    record.e2e_ms, record.e2e_ms_std = e2e.mean, e2e.std
+    record.tokens_generated = steady[-1].timing.tokens
+    record.cold_ttft_ms, record.cold_e2e_ms = cold.timing.ttft_ms, cold.timing.e2e_ms
+    if config.compile != "off":
+        record.compile_s = max(0.0, cold.timing.e2e_ms - e2e.mean) / 1e3
+    record.peak_mem_mb = max(p.peak_mem_bytes for p in steady) / 2**20
+    record.kv_cache_mb = steady[-1].kv_cache_bytes / 2**20
+    record.output_ids = steady[-1].ids
+    record.output_text = lm.tokenizer.decode(steady[-1].ids, skip_special_tokens=True)
+    record.itl_ms = steady[-1].timing.itl_ms
+    bandwidth = memory_bandwidth_gb_s() if lm.device == "cuda" else None
+    if bandwidth and record.decode_tok_s:
+        bytes_per_step = lm.param_bytes + steady[-1].kv_cache_bytes
+        record.bandwidth_gb_s = bandwidth
+        record.roofline_tok_s = bandwidth * 1e9 / bytes_per_step
+        record.bandwidth_roofline_pct = 100 * record.decode_tok_s / record.roofline_tok_s
+
+
+def _fill_kernels(record: RunRecord, config: RunConfig, phases: dict[str, kernels.PhaseKernels]) -> None:
+    record.attn_kernels = {phase: seen.names for phase, seen in phases.items()}
+    record.attn_families = {phase: seen.families for phase, seen in phases.items()}
+    decode = phases.get("decode")
+    if decode and decode.wall_us and decode.kernel_us:
+        record.gpu_busy_pct = min(100.0, 100 * decode.kernel_us / decode.wall_us)
+    notes = [n for n in (record.fallback, kernels.fallback(config.attn, phases)) if n]
+    record.fallback = "; ".join(notes) or None
+
+
+def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
+    device, dtype = capabilities.check(config)
+    record.device_effective, record.dtype_effective = device, dtype
+    yield Phase("loading", f"{config.model} ({dtype}, {config.transformers_attn}) on {device}")
+    lm, reused = models.get(config.model, device, dtype, config.transformers_attn, config.trust_remote_code)
+    record.model_source, record.random_weights, record.num_params = lm.source, lm.random_weights, lm.num_params
+    record.load_s, record.model_reused = (0.0 if reused else lm.load_s), reused
+    record.attn_effective = lm.attn_effective
+    if lm.attn_effective != config.transformers_attn:
+        record.fallback = f"transformers loaded attn_implementation={lm.attn_effective} instead of {config.transformers_attn}"
+    input_ids = _prompt_ids(config, lm)
+    record.prompt_tokens = input_ids.shape[1]
+
+    passes = [("warmup", i + 1, config.warmup) for i in range(config.warmup)]
+    passes += [("repeat", i + 1, config.repeats) for i in range(config.repeats)]
+    outputs: list[PassOutput] = []
+    for phase, index, total in passes:
+        detail = "first call: compiling" if not outputs and config.compile != "off" else ""
+        yield Phase(phase, detail, index, total)
+        outputs.append((yield from _run_pass(config, lm, input_ids, config.new_tokens, stop, f"{phase} {index}/{total}")))
+    record.compiled = _compiled_description(config, lm)
+    if config.compile != "off" and not record.compiled:
+        record.fallback = "; ".join(filter(None, [record.fallback, "compile was requested but transformers did not compile"]))
+    _fill_figures(record, config, lm, outputs[0], outputs[config.warmup:])
+
+    if config.profile_kernels:
+        yield Phase("profiling", "separate pass under torch.profiler to name the attention kernels")
+        profiled = yield from _run_pass(config, lm, input_ids, min(config.new_tokens, PROFILE_NEW_TOKENS), stop, "profile",
+                                         profile=True)
+        _fill_kernels(record, config, profiled.phases)
+
+
+def generate(config: RunConfig, stop: threading.Event | None = None, models: ModelCache = MODELS) -> Iterator[Event]:
+    """Run `config` and yield its events; the last event is always a `Result`, whatever happened.
+
+    `record.status` is `ok`, `invalid` (the request cannot run here; `reason` says why), `error`
+    (it failed while running; `reason` says what to change) or `stopped`.
+    """
+    stop = stop or threading.Event()
+    record = _blank_record(config)
+    with DEVICE_LOCK:
+        try:
+            yield from _measure(config, record, stop, models)
+        except ConfigError as exc:
+            record.status, record.reason = "invalid", str(exc)
+        except LoadError as exc:
+            record.status, record.reason = "error", str(exc)
+        except Stopped as exc:
+            record.status, record.reason = "stopped", str(exc)
+        except torch.cuda.OutOfMemoryError as exc:
+            models.clear()
+            record.status = "error"
+            record.reason = (f"CUDA out of memory ({str(exc).splitlines()[0][:160]}); lower the prompt length, new "
+                             "tokens or batch size, or pick a smaller model or dtype. Memory was freed.")
+        except Exception as exc:  # any other failure becomes a clear record; the caller keeps serving
+            record.status, record.reason = "error", f"{type(exc).__name__}: {exc}"
+        record.env = environment()
+    yield Result(record)
+
+
+def run(config: RunConfig, stop: threading.Event | None = None, models: ModelCache = MODELS) -> RunRecord:
+    """Run `config` to the end and return its record (for callers that do not stream)."""
+    for event in generate(config, stop, models):
+        if isinstance(event, Result):
+            return event.record
+    raise AssertionError("generate ended without a Result")

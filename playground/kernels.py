@@ -1,0 +1,105 @@
+"""Prove which attention kernels ran, from the profiler rather than from the request.
+
+transformers and torch fall back quietly (a mask rules out SDPA's flash backend, a missing package
+swaps in another path), so the engine profiles one short separate pass and names the attention
+ops and GPU kernels it saw in the prefill step and in the decode steps. Each name maps to a
+family; a family outside what was requested is a fallback, shown to the user.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# (family, pattern on op or kernel names). Order matters: the first match wins.
+FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (family, re.compile(pattern))
+    for family, pattern in (
+        ("sdpa-flash", r"pytorch_flash::|_scaled_dot_product_flash_attention"),
+        ("sdpa-efficient", r"_scaled_dot_product_efficient_attention|_efficient_attention_forward|fmha_cutlass"),
+        ("sdpa-cudnn", r"_scaled_dot_product_cudnn_attention|cudnn_generated_fort_native_sdpa|cudnn.*sdpa"),
+        ("sdpa-math", r"_scaled_dot_product_attention_math"),
+        ("flash-attn", r"flash_attn|(?<!pytorch_)flash::|flash_fwd"),
+        ("flex", r"flex_attention|FlexAttention|triton_tem_fused"),
+    )
+)
+EAGER_MARK = re.compile(r"^aten::_?softmax$")
+SDPA_FAMILIES = {"sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math"}
+
+EXPECTED: dict[str, set[str]] = {
+    "eager": {"eager"},
+    "sdpa": SDPA_FAMILIES,
+    "sdpa:flash": {"sdpa-flash"},
+    "sdpa:efficient": {"sdpa-efficient"},
+    "sdpa:cudnn": {"sdpa-cudnn"},
+    "sdpa:math": {"sdpa-math"},
+    "flash_attention_2": {"flash-attn"},
+    "flash_attention_3": {"flash-attn"},
+    "flash_attention_4": {"flash-attn"},
+    "flex_attention": {"flex"},
+}
+
+
+def family_of(name: str) -> str | None:
+    for family, pattern in FAMILY_PATTERNS:
+        if pattern.search(name):
+            return family
+    return None
+
+
+@dataclass
+class PhaseKernels:
+    """Attention-related op and kernel names seen in one phase, and their families."""
+
+    names: list[str] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+    kernel_us: float = 0.0  # summed GPU kernel time in this phase
+    wall_us: float = 0.0  # host wall time of this phase under the profiler
+
+
+def classify(names: list[str]) -> PhaseKernels:
+    attention = sorted({n for n in names if family_of(n)})
+    families = sorted({family_of(n) for n in attention})
+    if not families and any(EAGER_MARK.match(n) for n in names):
+        families = ["eager"]
+        attention = sorted({n for n in names if EAGER_MARK.match(n) or n in ("aten::matmul", "aten::bmm")})
+    return PhaseKernels(names=attention, families=families)
+
+
+def fallback(requested: str, phases: dict[str, PhaseKernels]) -> str | None:
+    """A sentence naming each phase whose kernels are not what was requested, or None."""
+    expected = EXPECTED[requested]
+    problems = []
+    for phase, seen in phases.items():
+        if not seen.families:
+            problems.append(f"{phase}: no attention kernel was recognised")
+        elif not set(seen.families) <= expected:
+            problems.append(f"{phase}: requested {requested} but {', '.join(seen.families)} ran")
+    return "; ".join(problems) or None
+
+
+PHASE_PREFIX = "playground::"
+
+
+def phases_from_profile(prof) -> dict[str, PhaseKernels]:
+    """Split profiler events into phases by the `playground::<phase>` ranges the streamer opened."""
+    events = list(prof.events())
+    ranges: dict[str, list[tuple[float, float]]] = {}
+    for evt in events:
+        if evt.name.startswith(PHASE_PREFIX):
+            ranges.setdefault(evt.name[len(PHASE_PREFIX):], []).append((evt.time_range.start, evt.time_range.end))
+    phases: dict[str, PhaseKernels] = {}
+    for phase, spans in ranges.items():
+        names, kernel_us = [], 0.0
+        for evt in events:
+            start = evt.time_range.start
+            if evt.name.startswith(PHASE_PREFIX) or not any(lo <= start <= hi for lo, hi in spans):
+                continue
+            names.append(evt.name)
+            if evt.device_type.name in ("CUDA", "PrivateUse1"):
+                kernel_us += evt.time_range.elapsed_us()
+        seen = classify(names)
+        seen.kernel_us = kernel_us
+        seen.wall_us = sum(hi - lo for lo, hi in spans)
+        phases[phase] = seen
+    return phases

@@ -1,0 +1,151 @@
+"""Load a model once and keep it while its load-time settings stay the same.
+
+A preset is built straight on the target device from its config (an 8B model never touches the
+CPU first); a local directory or a Hugging Face id goes through `from_pretrained`. One model is
+held at a time: switching frees the old one before the new one loads, so GPU memory does not
+hold two models.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from playground.presets import PRESETS, noise_tokenizer, preset_config
+
+TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+class LoadError(RuntimeError):
+    """The model could not be loaded; the message says why in the user's terms."""
+
+
+@dataclass
+class LoadedModel:
+    key: tuple
+    model: Any
+    tokenizer: Any
+    source: str  # preset | local | hub
+    random_weights: bool
+    load_s: float
+    device: str
+    dtype: str
+    attn_effective: str
+
+    @property
+    def max_context(self) -> int | None:
+        return getattr(self.model.config, "max_position_embeddings", None)
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+    @property
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+def model_source(name: str) -> str:
+    if name in PRESETS:
+        return "preset"
+    if Path(name).expanduser().exists() or name.startswith((".", "/", "~")):
+        return "local"
+    if HUB_ID.match(name):
+        return "hub"
+    raise LoadError(f"model {name!r} is not a preset, an existing local directory or a Hugging Face id (owner/name)")
+
+
+def _build_preset(name: str, device: str, dtype: str, attn: str):
+    from transformers import AutoModelForCausalLM
+
+    config = preset_config(PRESETS[name])
+    torch.manual_seed(0)  # the same weights on every load of this preset and device
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=TORCH_DTYPES[dtype], attn_implementation=attn)
+    return model, noise_tokenizer(config.vocab_size)
+
+
+def _explain(name: str, source: str, exc: Exception) -> str:
+    text = str(exc)
+    if isinstance(exc, json.JSONDecodeError) or "JSONDecodeError" in text or "Expecting value" in text:
+        return f"{name}: config.json is not valid JSON ({text.splitlines()[0]})"
+    if "Unrecognized configuration class" in text or "Unrecognized model" in text:
+        return f"{name} is not a causal language model that transformers can load with AutoModelForCausalLM ({text.splitlines()[0][:200]})"
+    if source == "hub" and any(s in text.lower() for s in ("offline", "connect", "resolve", "network", "cannot find the requested files")):
+        return (f"could not download {name!r} from the Hugging Face Hub: there is no network connection here "
+                "(or HF_HUB_OFFLINE is set). Use a built-in preset or a local directory.")
+    if source == "hub" and ("404" in text or "not found" in text.lower() or "is not a local folder" in text):
+        return f"{name!r} was not found on the Hugging Face Hub (check the id, or log in for a gated model)"
+    if "trust_remote_code" in text:
+        return f"{name} needs custom code from its repository; turn on trust_remote_code only if you trust it"
+    return f"could not load {name}: {type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _from_pretrained(name: str, source: str, device: str, dtype: str, attn: str, trust_remote_code: bool):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = str(Path(name).expanduser()) if source == "local" else name
+    if source == "local" and not (Path(path) / "config.json").is_file():
+        raise LoadError(f"{name} is not a model directory: it has no config.json")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=TORCH_DTYPES[dtype], attn_implementation=attn, trust_remote_code=trust_remote_code,
+            device_map=device,
+        )
+    except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
+        raise LoadError(_explain(name, source, exc)) from exc
+    return model, tokenizer
+
+
+class ModelCache:
+    """Holds the one loaded model; `get` reuses it or swaps it for a new one."""
+
+    def __init__(self) -> None:
+        self._loaded: LoadedModel | None = None
+        self._lock = threading.Lock()
+
+    def get(self, name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False) -> tuple[LoadedModel, bool]:
+        """Return (model, reused)."""
+        key = (name, device, dtype, attn, trust_remote_code)
+        with self._lock:
+            if self._loaded is not None and self._loaded.key == key:
+                return self._loaded, True
+            self.clear()
+            source = model_source(name)
+            start = time.perf_counter()
+            if source == "preset" and PRESETS[name].random_weights:
+                model, tokenizer = _build_preset(name, device, dtype, attn)
+            else:
+                path = str(PRESETS[name].path) if source == "preset" else name
+                model, tokenizer = _from_pretrained(path, "local" if source == "preset" else source, device, dtype,
+                                                    attn, trust_remote_code)
+            model.eval()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            self._loaded = LoadedModel(
+                key=key, model=model, tokenizer=tokenizer, source=source,
+                random_weights=source == "preset" and PRESETS[name].random_weights,
+                load_s=time.perf_counter() - start, device=device, dtype=dtype,
+                attn_effective=str(getattr(model.config, "_attn_implementation", attn)),
+            )
+            return self._loaded, False
+
+    def clear(self) -> None:
+        """Drop the model and give its memory back to the device."""
+        self._loaded = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+MODELS = ModelCache()

@@ -1,0 +1,89 @@
+"""Turn per-token timestamps into the numbers people quote, with one formula each.
+
+Timestamps are host seconds read after a device synchronize. A pass has a prefill start `t0`,
+token times `t[0..n-1]` (t[0] is the first generated token) and an end. Definitions:
+  ttft_ms       = (t[0] - t0) * 1e3                 prefill, including the first sampled token
+  decode_tok_s  = (n - 1) / (t[n-1] - t[0])         decode only: prefill never enters tok/s
+  itl_ms[i]     = (t[i] - t[i-1]) * 1e3, i >= 1      inter-token latency, always >= 0
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PassTiming:
+    prefill_start: float
+    token_times: tuple[float, ...]
+    end: float
+    call_start: float
+
+    @property
+    def tokens(self) -> int:
+        return len(self.token_times)
+
+    @property
+    def ttft_ms(self) -> float:
+        return (self.token_times[0] - self.prefill_start) * 1e3
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        if self.tokens < 2:
+            return None
+        span = self.token_times[-1] - self.token_times[0]
+        return (self.tokens - 1) / span if span > 0 else None
+
+    @property
+    def itl_ms(self) -> list[float]:
+        t = self.token_times
+        return [(t[i] - t[i - 1]) * 1e3 for i in range(1, len(t))]
+
+    @property
+    def e2e_ms(self) -> float:
+        return (self.end - self.call_start) * 1e3
+
+
+@dataclass(frozen=True)
+class Stats:
+    mean: float
+    std: float
+    p50: float
+    p90: float
+    p99: float
+    n: int
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default), q in [0, 100]."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def summarize(values: list[float]) -> Stats | None:
+    """Mean, sample standard deviation and percentiles; None for no values."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return Stats(statistics.fmean(values), std, percentile(values, 50), percentile(values, 90),
+                 percentile(values, 99), len(values))
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """Index of the first position where two id sequences differ (a length difference counts), or None."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def speedup(base: float | None, other: float | None, higher_is_better: bool) -> float | None:
+    """How many times better `other` is than `base` (2.0 = twice as good)."""
+    if not base or not other:
+        return None
+    return other / base if higher_is_better else base / other

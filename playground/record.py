@@ -1,0 +1,156 @@
+"""The one record every run fills, whoever started it (UI, CLI, tests), and what it ran on."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import importlib.metadata
+import platform
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from playground.metrics import first_difference
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class RunRecord:
+    # what was asked and what ran
+    model: str
+    attn: str
+    use_cache: bool
+    cache_impl: str
+    dtype: str
+    compile: str
+    device: str
+    batch_size: int
+    prompt_tokens: int | None
+    new_tokens: int
+    mode: str
+    repeats: int
+    warmup: int
+    status: str = "ok"  # ok | invalid | error | stopped
+    reason: str = ""
+    label: str = ""
+    attn_effective: str | None = None
+    dtype_effective: str | None = None
+    device_effective: str | None = None
+    model_source: str | None = None
+    random_weights: bool | None = None
+    num_params: int | None = None
+    compiled: str = ""
+    # steady-state figures: mean and sample std over the repeats
+    ttft_ms: float | None = None
+    ttft_ms_std: float | None = None
+    decode_tok_s: float | None = None
+    decode_tok_s_std: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p90: float | None = None
+    itl_ms_p99: float | None = None
+    e2e_ms: float | None = None
+    e2e_ms_std: float | None = None
+    tokens_generated: int | None = None
+    # cold start: model load, then the first call (compiles when compile is on)
+    load_s: float | None = None
+    model_reused: bool | None = None
+    cold_ttft_ms: float | None = None
+    cold_e2e_ms: float | None = None
+    compile_s: float | None = None
+    # memory and hardware use
+    peak_mem_mb: float | None = None
+    kv_cache_mb: float | None = None
+    gpu_busy_pct: float | None = None
+    bandwidth_gb_s: float | None = None
+    roofline_tok_s: float | None = None
+    bandwidth_roofline_pct: float | None = None
+    # proof
+    attn_kernels: dict[str, list[str]] = field(default_factory=dict)
+    attn_families: dict[str, list[str]] = field(default_factory=dict)
+    fallback: str | None = None
+    # output
+    output_ids: list[int] = field(default_factory=list)
+    output_text: str = ""
+    itl_ms: list[float] = field(default_factory=list)  # per-token latency of the last repeat
+    config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    created_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    run_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def name(self) -> str:
+        """A short label that says what ran: the user's label, else the settings that matter."""
+        if self.label:
+            return self.label
+        cache = f"cache {self.cache_impl}" if self.use_cache else "no cache"
+        comp = "" if self.compile == "off" else f" compile:{self.compile}"
+        return f"{self.attn} {self.dtype_effective or self.dtype} {cache}{comp}"
+
+
+def compare_outputs(a: RunRecord, b: RunRecord) -> dict[str, Any]:
+    """Whether two runs produced the same ids; only meaningful for the same model, prompt and greedy settings."""
+    comparable = (
+        a.model == b.model
+        and a.config.get("prompt") == b.config.get("prompt")
+        and a.config.get("prompt_tokens") == b.config.get("prompt_tokens")
+        and a.config.get("seed") == b.config.get("seed")
+        and a.config.get("temperature", 0) == 0 == b.config.get("temperature", 0)
+    )
+    diff = first_difference(a.output_ids, b.output_ids)
+    return {"comparable": comparable, "identical": diff is None, "first_difference": diff}
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+@functools.cache
+def environment() -> dict[str, Any]:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {
+        "device_name": torch.cuda.get_device_name(0) if cuda else platform.processor() or platform.machine(),
+        "cpu_count": __import__("os").cpu_count(),
+        "driver": _nvidia_driver() if cuda else None,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": _version("transformers"),
+        "flash_attn": _version("flash-attn"),
+        "project_commit": _git_commit(),
+        "platform": platform.platform(),
+    }
