@@ -75,11 +75,11 @@ def attention_unavailable(attn: str, device: str, dtype: str, h: Host) -> str | 
         return f"{attn} needs a CUDA GPU"
     if attn in FLASH_PACKAGES:
         dist, module, min_cc = FLASH_PACKAGES[attn]
+        if h.capability is not None and h.capability < min_cc:
+            return f"{attn} needs compute capability {min_cc[0]}.{min_cc[1]}+, {h.device_name} has {h.capability[0]}.{h.capability[1]}"
         if h.packages.get(dist) is None or importlib.util.find_spec(module) is None:
             hint = FLASH_ATTN_INSTALL if attn == "flash_attention_2" else f"pip install {dist}"
             return f"{dist} not installed: {hint}"
-        if h.capability is not None and h.capability < min_cc:
-            return f"{attn} needs compute capability {min_cc[0]}.{min_cc[1]}+, {h.device_name} has {h.capability[0]}.{h.capability[1]}"
     if attn in ("sdpa:flash", "sdpa:cudnn") and device == "cuda" and h.capability is not None and h.capability < (8, 0):
         return f"{attn} needs compute capability 8.0+, {h.device_name} has {h.capability[0]}.{h.capability[1]}"
     return None

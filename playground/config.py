@@ -116,6 +116,10 @@ class RunConfig:
                 raise ConfigError(f"prompt must be text, got {type(self.prompt).__name__}")
             if not self.prompt.strip():
                 raise ConfigError("prompt is empty or only whitespace: type some text or use a synthetic prompt")
+            try:
+                self.prompt.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ConfigError(f"prompt contains invalid Unicode (a lone surrogate at character {exc.start})") from None
         elif not _is_int(self.prompt_tokens) or not 1 <= self.prompt_tokens <= MAX_PROMPT_TOKENS:
             raise ConfigError(
                 f"prompt_tokens must be a whole number from 1 to {MAX_PROMPT_TOKENS}, got {self.prompt_tokens!r}"

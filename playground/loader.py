@@ -76,7 +76,7 @@ def _build_preset(name: str, device: str, dtype: str, attn: str):
 
 def _explain(name: str, source: str, exc: Exception) -> str:
     text = str(exc)
-    if isinstance(exc, json.JSONDecodeError) or "JSONDecodeError" in text or "Expecting value" in text:
+    if isinstance(exc, json.JSONDecodeError) or "valid JSON" in text or "JSONDecodeError" in text:
         return f"{name}: config.json is not valid JSON ({text.splitlines()[0]})"
     if "Unrecognized configuration class" in text or "Unrecognized model" in text:
         return f"{name} is not a causal language model that transformers can load with AutoModelForCausalLM ({text.splitlines()[0][:200]})"

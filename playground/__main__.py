@@ -1,0 +1,5 @@
+import sys
+
+from playground.bench import main
+
+sys.exit(main())

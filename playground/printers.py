@@ -1,0 +1,103 @@
+"""Render run records as markdown, CSV, JSON or JSONL: one record, many printers.
+
+A field table drives every printer, so a new figure is one line here and not an `if` per format.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Callable, Iterable
+
+from playground.record import RunRecord
+
+# Fields of the flat JSON/CSV row, in order. Nested fields (kernels, env, ids) stay nested in JSON.
+ROW_FIELDS = (
+    "run_id", "created_at", "label", "model", "attn", "attn_effective", "use_cache", "cache_impl", "dtype",
+    "dtype_effective", "compile", "compiled", "device", "device_effective", "batch_size", "prompt_tokens",
+    "new_tokens", "tokens_generated", "mode", "repeats", "warmup", "status", "reason", "ttft_ms", "ttft_ms_std",
+    "decode_tok_s", "decode_tok_s_std", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "e2e_ms", "e2e_ms_std",
+    "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "peak_mem_mb", "kv_cache_mb", "gpu_busy_pct",
+    "bandwidth_gb_s", "roofline_tok_s", "bandwidth_roofline_pct", "fallback", "random_weights",
+)
+JSON_EXTRA = ("attn_kernels", "attn_families", "output_ids", "env", "config")
+
+# Markdown: settings columns appear only when they vary; figures always appear.
+SETTING_COLUMNS = (
+    ("model", "model"), ("attn", "attn"), ("use_cache", "cache"), ("cache_impl", "cache impl"),
+    ("dtype_effective", "dtype"), ("compile", "compile"), ("device_effective", "device"),
+    ("batch_size", "batch"), ("prompt_tokens", "prompt"), ("new_tokens", "new"),
+)
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{value:,.{digits}f}"
+
+
+def _pm(mean: float | None, std: float | None, digits: int = 1) -> str:
+    return "" if mean is None else f"{mean:,.{digits}f} ± {std or 0:,.{digits}f}"
+
+
+FIGURE_COLUMNS: tuple[tuple[str, Callable[[RunRecord], str]], ...] = (
+    ("status", lambda r: r.status if r.status == "ok" else f"{r.status}: {r.reason}"),
+    ("TTFT ms", lambda r: _pm(r.ttft_ms, r.ttft_ms_std, 2)),
+    ("decode tok/s", lambda r: _pm(r.decode_tok_s, r.decode_tok_s_std)),
+    ("ITL p50/p99 ms", lambda r: "" if r.itl_ms_p50 is None else f"{r.itl_ms_p50:.2f} / {r.itl_ms_p99:.2f}"),
+    ("peak MB", lambda r: _num(r.peak_mem_mb, 0)),
+    ("KV MB", lambda r: _num(r.kv_cache_mb, 1)),
+    ("cold s", lambda r: _num(r.cold_e2e_ms and r.cold_e2e_ms / 1e3, 2)),
+    ("compile s", lambda r: _num(r.compile_s, 1)),
+    ("GPU busy %", lambda r: _num(r.gpu_busy_pct, 0)),
+    ("roofline %", lambda r: _num(r.bandwidth_roofline_pct, 1)),
+    ("kernels (decode)", lambda r: ", ".join(r.attn_families.get("decode", []))),
+    ("fallback", lambda r: f"⚠ {r.fallback}" if r.fallback else ""),
+)
+
+
+def row(record: RunRecord) -> dict[str, Any]:
+    data = record.to_dict()
+    return {key: data.get(key) for key in ROW_FIELDS}
+
+
+def to_json(records: Iterable[RunRecord]) -> str:
+    return json.dumps([{**row(r), **{k: getattr(r, k) for k in JSON_EXTRA}} for r in records], indent=2)
+
+
+def to_jsonl(records: Iterable[RunRecord]) -> str:
+    return "".join(json.dumps(r.to_dict()) + "\n" for r in records)
+
+
+def to_csv(records: Iterable[RunRecord]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=ROW_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for r in records:
+        writer.writerow(row(r))
+    return out.getvalue()
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(records: Iterable[RunRecord]) -> str:
+    records = list(records)
+    varying = [(key, title) for key, title in SETTING_COLUMNS
+               if len({json.dumps(getattr(r, key)) for r in records}) > 1]
+    used_figures = [(title, fn) for title, fn in FIGURE_COLUMNS if any(fn(r) for r in records)]
+    headers = [title for _, title in varying] + [title for title, _ in used_figures]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for r in records:
+        cells = [getattr(r, key) for key, _ in varying] + [fn(r) for _, fn in used_figures]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    if records:
+        common = [f"{title}={getattr(records[0], key)}" for key, title in SETTING_COLUMNS if (key, title) not in varying]
+        lines.append("")
+        lines.append("Same for all rows: " + ", ".join(common))
+    return "\n".join(lines) + "\n"
+
+
+PRINTERS: dict[str, Callable[[Iterable[RunRecord]], str]] = {
+    "md": to_markdown, "csv": to_csv, "json": to_json, "jsonl": to_jsonl,
+}

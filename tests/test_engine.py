@@ -1,0 +1,156 @@
+"""The engine on the tiny preset: what users rely on, checked on real transformers generate paths."""
+
+import threading
+
+import pytest
+
+from playground.config import RunConfig
+from playground.engine import Phase, Result, Token, generate, run
+
+TINY = dict(model="tiny-random-llama", device="cpu", new_tokens=12, repeats=2, warmup=1)
+
+
+def events_of(config, stop=None):
+    return list(generate(config, stop))
+
+
+def test_benchmark_mode_generates_exactly_n_tokens_each_pass():
+    events = events_of(RunConfig(prompt="Count these tokens", **TINY))
+    tokens = [e for e in events if isinstance(e, Token)]
+    passes = {}
+    for t in tokens:
+        passes.setdefault(t.pass_name, []).append(t.index)
+    assert passes["warmup 1/1"] == list(range(12))
+    assert passes["repeat 1/2"] == passes["repeat 2/2"] == list(range(12))
+    record = events[-1].record
+    assert isinstance(events[-1], Result) and record.status == "ok", record.reason
+    assert record.tokens_generated == 12 and len(record.output_ids) == 12
+
+
+def test_events_come_in_order_and_end_with_one_result():
+    events = events_of(RunConfig(prompt="Order", **TINY))
+    phases = [e.phase for e in events if isinstance(e, Phase)]
+    assert phases == ["loading", "warmup", "repeat", "repeat", "profiling"]
+    assert sum(isinstance(e, Result) for e in events) == 1
+    times = [e.t_ms for e in events if isinstance(e, Token) and e.pass_name == "repeat 1/2"]
+    assert times == sorted(times) and times[0] > 0
+
+
+def test_synthetic_prompt_has_exactly_the_requested_length():
+    record = run(RunConfig(prompt_tokens=37, **TINY))
+    assert record.status == "ok" and record.prompt_tokens == 37
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa", "sdpa:math", "sdpa:flash"])
+def test_greedy_ids_identical_with_and_without_kv_cache(attn):
+    base = dict(TINY, prompt_tokens=24, attn=attn, repeats=1, warmup=0, profile_kernels=False)
+    with_cache = run(RunConfig(use_cache=True, **base))
+    without = run(RunConfig(use_cache=False, **base))
+    static = run(RunConfig(use_cache=True, cache_impl="static", **base))
+    assert with_cache.status == without.status == static.status == "ok"
+    assert with_cache.output_ids == without.output_ids == static.output_ids
+
+
+def test_greedy_ids_identical_across_attention_paths():
+    base = dict(TINY, prompt_tokens=24, repeats=1, warmup=0, profile_kernels=False)
+    outputs = {attn: run(RunConfig(attn=attn, **base)).output_ids for attn in ("eager", "sdpa", "sdpa:math")}
+    assert outputs["eager"] == outputs["sdpa"] == outputs["sdpa:math"]
+
+
+def test_kv_cache_size_is_recorded_only_when_the_cache_is_used():
+    base = dict(TINY, prompt_tokens=20, repeats=1, warmup=0, profile_kernels=False)
+    on = run(RunConfig(use_cache=True, **base))
+    off = run(RunConfig(use_cache=False, **base))
+    # 4 layers x (K + V) x 2 kv heads x 64 dims x fp32, over prompt + generated - 1 positions
+    assert on.kv_cache_mb == pytest.approx(4 * 2 * 2 * 64 * 4 * (20 + 12 - 1) / 2**20)
+    assert off.kv_cache_mb == 0
+
+
+@pytest.mark.parametrize("attn, family", [("eager", "eager"), ("sdpa:math", "sdpa-math"), ("sdpa:flash", "sdpa-flash")])
+def test_profiler_names_the_attention_path_that_ran(attn, family):
+    record = run(RunConfig(prompt="Which kernel?", attn=attn, **TINY))
+    assert record.attn_families == {"prefill": [family], "decode": [family]}
+    assert record.fallback is None
+    assert record.attn_kernels["decode"]
+
+
+def test_metrics_are_consistent():
+    r = run(RunConfig(prompt="Numbers", **TINY))
+    assert r.ttft_ms > 0 and r.decode_tok_s > 0 and r.e2e_ms > r.ttft_ms
+    assert r.itl_ms_p50 <= r.itl_ms_p90 <= r.itl_ms_p99
+    assert len(r.itl_ms) == 11
+    assert r.peak_mem_mb > 0 and r.cold_e2e_ms > 0
+    assert r.compile_s is None  # compile was off
+    assert r.dtype_effective == "fp32" and r.device_effective == "cpu" and r.attn_effective == "sdpa"
+    assert r.random_weights is True
+    assert r.env["torch"] and r.env["transformers"]
+
+
+def test_free_mode_may_stop_at_eos_but_benchmark_mode_may_not():
+    # Make EOS the greedy choice by asking for it after it appeared: the tiny model repeats its last token.
+    free = run(RunConfig(prompt="x", mode="free", **dict(TINY, new_tokens=40)))
+    bench = run(RunConfig(prompt="x", mode="benchmark", **dict(TINY, new_tokens=40)))
+    assert bench.tokens_generated == 40
+    assert free.tokens_generated <= 40
+
+
+def test_batch_runs_and_reports_row_zero():
+    record = run(RunConfig(prompt="batch", batch_size=3, **TINY))
+    assert record.status == "ok" and len(record.output_ids) == 12
+
+
+def test_stop_ends_the_run_within_a_step_and_the_engine_serves_again():
+    stop = threading.Event()
+    seen = 0
+    for event in generate(RunConfig(prompt="stop me", **dict(TINY, new_tokens=2000, repeats=1, warmup=0)), stop):
+        if isinstance(event, Token):
+            seen += 1
+            if seen == 5:
+                stop.set()
+        if isinstance(event, Result):
+            record = event.record
+    assert record.status == "stopped" and seen <= 7
+    assert run(RunConfig(prompt="again", **TINY)).status == "ok"
+
+
+def test_closing_the_stream_stops_generation():
+    stream = generate(RunConfig(prompt="walk away", **dict(TINY, new_tokens=2000, repeats=1, warmup=0)))
+    for event in stream:
+        if isinstance(event, Token):
+            break
+    stream.close()  # a client that disconnects
+    assert run(RunConfig(prompt="next user", **TINY)).status == "ok"
+
+
+def test_prompt_longer_than_the_context_is_refused():
+    record = run(RunConfig(prompt_tokens=4090, **TINY))
+    assert record.status == "invalid"
+    assert "exceeds the model's context of 4096 tokens" in record.reason
+
+
+def test_host_refusal_is_a_record_not_an_exception():
+    record = run(RunConfig(prompt="x", attn="sdpa:cudnn", **TINY))
+    assert record.status == "invalid" and "needs a CUDA GPU" in record.reason
+
+
+def test_unknown_preset_and_offline_hub_give_clear_errors():
+    missing = run(RunConfig(prompt="x", **dict(TINY, model="./no/such/dir")))
+    assert missing.status == "error" and "no config.json" in missing.reason
+    hub = run(RunConfig(prompt="x", **dict(TINY, model="someone/some-model")))
+    assert hub.status == "error" and "Hugging Face Hub" in hub.reason
+
+
+def test_compile_is_reported_and_timed_apart_from_steady_state():
+    record = run(RunConfig(prompt="compile", cache_impl="static", compile="default",
+                           **dict(TINY, new_tokens=8, profile_kernels=False)))
+    assert record.status == "ok", record.reason
+    assert "torch.compile" in record.compiled and "mode=default" in record.compiled
+    assert record.compile_s > 0 and record.cold_e2e_ms > record.e2e_ms
+    eager = run(RunConfig(prompt="compile", cache_impl="static", **dict(TINY, new_tokens=8, profile_kernels=False)))
+    assert eager.compiled == "" and eager.output_ids == record.output_ids
+
+
+@pytest.mark.parametrize("prompt", ["😀 emoji ✨", "مرحبا بالعالم", "ctrl\x00\x07\x1b[31m", "<script>alert(1)</script>"])
+def test_unusual_prompts_run(prompt):
+    record = run(RunConfig(prompt=prompt, **dict(TINY, repeats=1)))
+    assert record.status == "ok"

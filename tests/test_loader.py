@@ -1,0 +1,84 @@
+"""Loading real checkpoints from disk, and what a user sees when that cannot work."""
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+from playground.config import RunConfig
+from playground.engine import run
+from playground.loader import MODELS, LoadError, model_source
+from playground.presets import noise_tokenizer
+
+RUN = dict(device="cpu", new_tokens=6, repeats=1, warmup=0)
+
+
+def save_model(path, model_type, auto=AutoModelForCausalLM, **shape):
+    config = AutoConfig.for_model(model_type, vocab_size=512, **shape)
+    torch.manual_seed(0)
+    auto.from_config(config).save_pretrained(path)
+    noise_tokenizer(512).save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "model_type, shape",
+    [
+        ("qwen2", dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, max_position_embeddings=256)),
+        ("gpt2", dict(n_embd=64, n_layer=2, n_head=4, n_positions=256)),
+    ],
+)
+def test_local_directory_of_another_architecture_loads_and_runs(tmp_path, model_type, shape):
+    path = save_model(tmp_path / model_type, model_type, **shape)
+    base = dict(RUN, model=str(path), prompt="hello local model", profile_kernels=False)
+    cached = run(RunConfig(**base))
+    uncached = run(RunConfig(use_cache=False, **base))
+    assert cached.status == "ok", cached.reason
+    assert cached.model_source == "local" and cached.random_weights is False
+    assert cached.output_ids == uncached.output_ids and len(cached.output_ids) == 6
+
+
+def test_loaded_model_is_reused_until_a_load_setting_changes(tmp_path):
+    path = str(save_model(tmp_path / "m", "qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                          num_attention_heads=4, num_key_value_heads=2))
+    first, reused_first = MODELS.get(path, "cpu", "fp32", "sdpa")
+    second, reused_second = MODELS.get(path, "cpu", "fp32", "sdpa")
+    third, reused_third = MODELS.get(path, "cpu", "fp32", "eager")
+    assert (reused_first, reused_second, reused_third) == (False, True, False)
+    assert first is second and third is not first and third.attn_effective == "eager"
+
+
+def test_broken_config_json_names_the_file(tmp_path):
+    (tmp_path / "config.json").write_text("{ not json")
+    record = run(RunConfig(model=str(tmp_path), prompt="x", **RUN))
+    assert record.status == "error" and "config.json is not valid JSON" in record.reason
+
+
+def test_a_model_that_is_not_a_causal_lm_is_refused(tmp_path):
+    path = save_model(tmp_path / "t5", "t5", auto=AutoModelForSeq2SeqLM, d_model=32, d_kv=8, d_ff=64,
+                      num_layers=1, num_heads=4)
+    record = run(RunConfig(model=str(path), prompt="x", **RUN))
+    assert record.status == "error" and "not a causal language model" in record.reason
+
+
+def test_missing_directory_and_bad_names():
+    assert model_source("tiny-random-llama") == "preset"
+    assert model_source("meta-llama/Llama-3.2-1B") == "hub"
+    with pytest.raises(LoadError, match="not a preset"):
+        model_source("no spaces allowed/in ids!")
+    record = run(RunConfig(model="/definitely/not/here", prompt="x", **RUN))
+    assert record.status == "error" and "no config.json" in record.reason
+
+
+def test_hub_id_without_network_says_so():
+    record = run(RunConfig(model="Qwen/Qwen2.5-0.5B", prompt="x", **RUN))
+    assert record.status == "error"
+    assert "Hugging Face Hub" in record.reason
+
+
+def test_noise_tokenizer_covers_the_whole_vocabulary():
+    tok = noise_tokenizer(4096)
+    assert len(tok) == 4096
+    ids = tok("Ünïcode 😀 text")["input_ids"]
+    assert max(ids) < 4096 and tok.decode(ids) == "Ünïcode 😀 text"
+    assert tok.decode([4095]).strip().isalpha()  # every id the model can emit decodes to a word

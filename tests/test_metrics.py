@@ -1,0 +1,56 @@
+import pytest
+
+from playground.metrics import PassTiming, first_difference, percentile, speedup, summarize
+
+
+def timing(tokens, prefill_start=10.0, call_start=9.5, end=None):
+    return PassTiming(prefill_start, tuple(tokens), end if end is not None else tokens[-1], call_start)
+
+
+def test_ttft_is_prefill_start_to_first_token():
+    assert timing([10.25, 10.30]).ttft_ms == pytest.approx(250.0)
+
+
+def test_decode_rate_excludes_prefill():
+    # 5 tokens, the first at 11.0 after a long 1 s prefill; 4 intervals of 0.1 s after it
+    t = timing([11.0, 11.1, 11.2, 11.3, 11.4])
+    assert t.decode_tok_s == pytest.approx(10.0)  # (5 - 1) / 0.4, not 5 / 1.4
+
+
+def test_inter_token_latency_is_positive_and_in_order():
+    t = timing([11.0, 11.1, 11.3, 11.6])
+    assert t.itl_ms == pytest.approx([100.0, 200.0, 300.0])
+
+
+def test_single_token_has_no_decode_rate():
+    assert timing([10.5]).decode_tok_s is None
+
+
+def test_e2e_from_call_to_end():
+    assert timing([10.5, 10.6], end=11.0).e2e_ms == pytest.approx(1500.0)
+
+
+def test_summary_statistics():
+    s = summarize([1.0, 2.0, 3.0, 4.0])
+    assert (s.mean, s.p50, s.n) == (2.5, 2.5, 4)
+    assert s.std == pytest.approx(1.2909944)  # sample standard deviation
+    assert s.p90 == pytest.approx(3.7)
+    assert summarize([]) is None
+    assert summarize([5.0]).std == 0.0
+
+
+def test_percentile_matches_linear_interpolation():
+    assert percentile(list(range(101)), 99) == pytest.approx(99.0)
+    assert percentile([1.0, 3.0], 50) == pytest.approx(2.0)
+
+
+def test_first_difference():
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert first_difference([1, 2, 3], [1, 9, 3]) == 1
+    assert first_difference([1, 2], [1, 2, 3]) == 2
+
+
+def test_speedup_direction():
+    assert speedup(100.0, 50.0, higher_is_better=False) == 2.0  # latency halved
+    assert speedup(100.0, 200.0, higher_is_better=True) == 2.0  # throughput doubled
+    assert speedup(None, 1.0, True) is None
