@@ -35,7 +35,8 @@ from playground.loader import MODELS, LoadedModel, LoadError, ModelCache
 from playground.metrics import PassTiming, summarize
 from playground.record import RunRecord, environment
 
-PROFILE_NEW_TOKENS = 9  # one prefill step and eight decode steps are enough to name the kernels
+PROFILE_NEW_TOKENS = 9
+POLL_S = 0.02  # how often the consumer picks up tokens; timings are taken in the generate thread  # one prefill step and eight decode steps are enough to name the kernels
 DEVICE_LOCK = threading.Lock()
 
 
@@ -198,6 +199,19 @@ def _generate_kwargs(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor
     return kwargs
 
 
+def _drain(sink: queue.SimpleQueue) -> list:
+    """Wait for the next item, then let more pile up for POLL_S and take them all.
+
+    Waking once per POLL_S instead of once per token keeps this consumer from fighting the
+    generate thread for the GIL, which costs decode speed on small CPUs.
+    """
+    items = [sink.get()]
+    time.sleep(POLL_S)
+    while not sink.empty():
+        items.append(sink.get())
+    return items
+
+
 def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int, stop: threading.Event,
               pass_name: str, profile: bool = False) -> Iterator[Token]:
     """Run one generate call in a worker thread and yield its tokens as they come; returns a PassOutput."""
@@ -239,10 +253,13 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
     worker.start()
     finished = False
     try:
-        while (item := sink.get()) is not done:
-            index, token_id, t_s = item
-            yield Token(pass_name, index, token_id, decoder.add(token_id), t_s * 1e3)
-        finished = True
+        while not finished:
+            for item in _drain(sink):
+                if item is done:
+                    finished = True
+                    break
+                index, token_id, t_s = item
+                yield Token(pass_name, index, token_id, decoder.add(token_id), t_s * 1e3)
     finally:
         if not finished:  # the consumer went away mid-pass: stop generating, free the device
             stop.set()

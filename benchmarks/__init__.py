@@ -1,0 +1,1 @@
+"""Benchmark scripts that print figures (run from the repository root with python -m)."""

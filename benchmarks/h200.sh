@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The H200 measurements behind results/h200/ and the README's "Measured on an NVIDIA H200".
+# Usage: bash benchmarks/h200.sh STAGE OUTDIR   (STAGE: tests | proof | overhead | article-1b | article-8b)
+# Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
+set -uo pipefail
+stage=$1 out=$2
+mkdir -p "$out"
+bench() { python3 -m playground bench --no-store --format jsonl "$@"; }
+common=(--repeats 3 --warmup 1 --new-tokens 128)
+
+case $stage in
+tests)  # the GPU-marked tests
+  python3 -m pytest -q -m gpu tests/gpu 2>&1 | tee "$out/gpu_tests.log" ;;
+proof)  # every attention path in fp16/bf16, cache on/off, and static cache + compile, on the 1B shape
+  bench --model llama-3.2-1b-shape --attn eager,sdpa,sdpa:flash,sdpa:efficient,sdpa:cudnn,sdpa:math,flash_attention_2,flex_attention \
+        --dtype fp32,fp16,bf16 --cache on,off --prompt-tokens 512 --new-tokens 16 --repeats 1 --output "$out/proof.jsonl"
+  bench --model llama-3.2-1b-shape --attn eager,sdpa,sdpa:math,flash_attention_2,flex_attention --dtype bf16 \
+        --cache-impl static --compile reduce-overhead --prompt-tokens 512 --new-tokens 16 --repeats 1 \
+        --output "$out/proof_compile.jsonl" ;;
+overhead)  # engine vs bare model.generate, same model object, alternating rounds
+  python3 -m benchmarks.engine_overhead --model llama-3.2-1b-shape --attn eager,sdpa --prompt-tokens 512 \
+        --new-tokens 128 --rounds 7 --output "$out/engine_overhead.json" 2>&1 | tee "$out/engine_overhead.txt" ;;
+article-1b)
+  bench --model llama-3.2-1b-shape --attn eager,sdpa,flash_attention_2 --cache on,off --dtype fp32,fp16,bf16 \
+        --prompt-tokens 512 "${common[@]}" --output "$out/article_1b_512.jsonl"
+  bench --model llama-3.2-1b-shape --attn eager,sdpa,flash_attention_2 --cache on --dtype bf16 \
+        --prompt-tokens 8192 "${common[@]}" --output "$out/article_1b_8192.jsonl"
+  bench --model llama-3.2-1b-shape --attn sdpa,flash_attention_2 --cache off --dtype bf16 \
+        --prompt-tokens 8192 "${common[@]}" --output "$out/article_1b_8192_nocache.jsonl"
+  bench --model llama-3.2-1b-shape --attn sdpa --dtype bf16 --cache-impl static --compile off,reduce-overhead \
+        --prompt-tokens 512,8192 "${common[@]}" --output "$out/article_1b_compile.jsonl" ;;
+article-8b)
+  bench --model llama-3.1-8b-shape --attn eager,sdpa,flash_attention_2 --cache on,off --dtype bf16 \
+        --prompt-tokens 512 "${common[@]}" --output "$out/article_8b_512.jsonl"
+  bench --model llama-3.1-8b-shape --attn eager,sdpa,flash_attention_2 --cache on --dtype bf16 \
+        --prompt-tokens 8192 "${common[@]}" --output "$out/article_8b_8192.jsonl"
+  bench --model llama-3.1-8b-shape --attn sdpa --dtype bf16 --cache-impl static --compile off,reduce-overhead \
+        --prompt-tokens 512 "${common[@]}" --output "$out/article_8b_compile.jsonl" ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
