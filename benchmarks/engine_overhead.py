@@ -69,13 +69,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--output", help="also write the results as JSON here")
     args = parser.parse_args()
-    results = [measure(args.model, attn, args.device, args.prompt_tokens, args.new_tokens, args.rounds)
-               for attn in args.attn.split(",")]
-    print(f"| model | attn | device | dtype | engine decode tok/s | bare generate tok/s | ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
+    print("| model | attn | device | dtype | engine decode tok/s | bare generate tok/s | ratio |")
+    print("|---|---|---|---|---|---|---|", flush=True)
+    results = []
+    for attn in args.attn.split(","):
+        r = measure(args.model, attn, args.device, args.prompt_tokens, args.new_tokens, args.rounds)
+        results.append(r)
         print(f"| {r['model']} | {r['attn']} | {r['device']} | {r['dtype']} | {r['engine_tok_s']:.1f} | "
-              f"{r['bare_tok_s']:.1f} | {r['ratio']:.3f} |")
+              f"{r['bare_tok_s']:.1f} | {r['ratio']:.3f} |", flush=True)
     print(f"medians of {args.rounds} alternating rounds; prompt {args.prompt_tokens}, {args.new_tokens} new tokens; "
           f"{environment()['device_name']}, torch {environment()['torch']}", file=sys.stderr)
     if args.output:

@@ -20,20 +20,24 @@ proof)  # every attention path in fp16/bf16, cache on/off, and static cache + co
 overhead)  # engine vs bare model.generate, same model object, alternating rounds
   python3 -m benchmarks.engine_overhead --model llama-3.2-1b-shape --attn eager,sdpa --prompt-tokens 512 \
         --new-tokens 128 --rounds 7 --output "$out/engine_overhead.json" 2>&1 | tee "$out/engine_overhead.txt" ;;
-article-1b)
-  bench --model llama-3.2-1b-shape --attn eager,sdpa,flash_attention_2 --cache on,off --dtype fp32,fp16,bf16 \
-        --prompt-tokens 512 "${common[@]}" --output "$out/article_1b_512.jsonl"
-  bench --model llama-3.2-1b-shape --attn eager,sdpa,flash_attention_2 --cache on --dtype bf16 \
-        --prompt-tokens 8192 "${common[@]}" --output "$out/article_1b_8192.jsonl"
-  bench --model llama-3.2-1b-shape --attn sdpa,flash_attention_2 --cache off --dtype bf16 \
-        --prompt-tokens 8192 "${common[@]}" --output "$out/article_1b_8192_nocache.jsonl"
+article-1b)  # the article's levers on the Llama-3.2-1B shape
+  bench --model llama-3.2-1b-shape --attn eager,sdpa,flash_attention_2 --cache on,off --dtype bf16 \
+        --prompt-tokens 512 "${common[@]}" --output "$out/article_1b_attn_cache.jsonl"
+  bench --model llama-3.2-1b-shape --attn sdpa --dtype fp32,fp16 --prompt-tokens 512 "${common[@]}" \
+        --output "$out/article_1b_dtype.jsonl"
+  bench --model llama-3.2-1b-shape --attn eager,sdpa,flash_attention_2 --dtype bf16 --prompt-tokens 8192 \
+        "${common[@]}" --output "$out/article_1b_8192.jsonl"
+  bench --model llama-3.2-1b-shape --attn sdpa --cache off --dtype bf16 --prompt-tokens 8192 --repeats 3 \
+        --warmup 1 --new-tokens 32 --output "$out/article_1b_8192_nocache.jsonl"
   bench --model llama-3.2-1b-shape --attn sdpa --dtype bf16 --cache-impl static --compile off,reduce-overhead \
         --prompt-tokens 512,8192 "${common[@]}" --output "$out/article_1b_compile.jsonl" ;;
-article-8b)
-  bench --model llama-3.1-8b-shape --attn eager,sdpa,flash_attention_2 --cache on,off --dtype bf16 \
-        --prompt-tokens 512 "${common[@]}" --output "$out/article_8b_512.jsonl"
-  bench --model llama-3.1-8b-shape --attn eager,sdpa,flash_attention_2 --cache on --dtype bf16 \
-        --prompt-tokens 8192 "${common[@]}" --output "$out/article_8b_8192.jsonl"
+article-8b)  # the same levers on the Llama-3.1-8B shape
+  bench --model llama-3.1-8b-shape --attn eager,sdpa,flash_attention_2 --dtype bf16 --prompt-tokens 512 \
+        "${common[@]}" --output "$out/article_8b_attn.jsonl"
+  bench --model llama-3.1-8b-shape --attn sdpa --cache off --dtype bf16 --prompt-tokens 512 "${common[@]}" \
+        --output "$out/article_8b_nocache.jsonl"
+  bench --model llama-3.1-8b-shape --attn sdpa,flash_attention_2 --dtype bf16 --prompt-tokens 8192 \
+        "${common[@]}" --output "$out/article_8b_8192.jsonl"
   bench --model llama-3.1-8b-shape --attn sdpa --dtype bf16 --cache-impl static --compile off,reduce-overhead \
         --prompt-tokens 512 "${common[@]}" --output "$out/article_8b_compile.jsonl" ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;

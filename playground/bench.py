@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 from playground.config import (ATTENTIONS, CACHE_IMPLS, COMPILE_MODES, DEVICES, DTYPES, MODES, ConfigError,
                                RunConfig)
 from playground.presets import DEFAULT_MODEL, PRESETS
-from playground.printers import PRINTERS
+from playground.printers import PRINTERS, to_jsonl
 from playground.record import RunRecord
 
 # Swept fields in loop order, slowest first: load-time settings outermost.
@@ -118,6 +118,7 @@ def run_bench(args: argparse.Namespace) -> list[RunRecord]:
     from playground.store import RunStore
 
     store = None if args.no_store else RunStore()
+    stream = args.output.open("w") if args.output and args.format == "jsonl" else None  # a crash keeps finished runs
     records = []
     combos = run_set(args)
     with tqdm(combos, desc="bench", unit="run", file=sys.stderr, dynamic_ncols=True) as bar:
@@ -130,7 +131,12 @@ def run_bench(args: argparse.Namespace) -> list[RunRecord]:
                 record = invalid_record(fields, str(exc))
             if store and record.status == "ok":
                 store.add(record)
+            if stream:
+                stream.write(to_jsonl([record]))
+                stream.flush()
             records.append(record)
+    if stream:
+        stream.close()
     return records
 
 
@@ -147,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "models":
         sys.stdout.write(list_models())
         return 0
-    text = PRINTERS[args.format](run_bench(args))
+    records = run_bench(args)
+    if args.output and args.format == "jsonl":
+        return 0  # already written run by run
+    text = PRINTERS[args.format](records)
     if args.output:
         args.output.write_text(text)
     else:

@@ -16,11 +16,15 @@ Why the numbers can be trusted:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import logging
 import queue
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 import psutil
@@ -38,6 +42,10 @@ from playground.record import RunRecord, environment
 PROFILE_NEW_TOKENS = 9
 POLL_S = 0.02  # how often the consumer picks up tokens; timings are taken in the generate thread  # one prefill step and eight decode steps are enough to name the kernels
 DEVICE_LOCK = threading.Lock()
+# All device work runs on this one thread: CUDA graphs captured by torch.compile (reduce-overhead)
+# belong to the thread that recorded them, and the profiler wants one thread too.
+DEVICE_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="device")
+log = logging.getLogger("playground")
 
 
 @dataclass(frozen=True)
@@ -249,8 +257,7 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
             sink.put(done)
 
     decoder = IncrementalDecoder(lm.tokenizer)
-    worker = threading.Thread(target=work, name=f"generate-{pass_name}", daemon=True)
-    worker.start()
+    worker = DEVICE_THREAD.submit(work)
     finished = False
     try:
         while not finished:
@@ -263,7 +270,7 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
     finally:
         if not finished:  # the consumer went away mid-pass: stop generating, free the device
             stop.set()
-        worker.join()
+        worker.result()
     if "error" in result:
         raise result["error"]
     if stop.is_set():
@@ -381,6 +388,18 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         _fill_kernels(record, config, profiled.phases)
 
 
+def _describe_failure(exc: Exception, config: RunConfig) -> str:
+    """The exception in the user's terms, with where it came from when it says nothing itself."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if "No available kernel" in text and config.sdpa_backend:
+        return (f"torch has no {config.sdpa_backend} SDPA kernel for these inputs (forced by attn={config.attn}); "
+                "its warnings say why, e.g. grouped-query heads or an explicit mask. Use plain sdpa to let torch choose.")
+    if not text:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        text = f"raised in {Path(frame.filename).name}:{frame.lineno} ({frame.name})"
+    return f"{type(exc).__name__}: {text}"
+
+
 def generate(config: RunConfig, stop: threading.Event | None = None, models: ModelCache = MODELS) -> Iterator[Event]:
     """Run `config` and yield its events; the last event is always a `Result`, whatever happened.
 
@@ -404,7 +423,8 @@ def generate(config: RunConfig, stop: threading.Event | None = None, models: Mod
             record.reason = (f"CUDA out of memory ({str(exc).splitlines()[0][:160]}); lower the prompt length, new "
                              "tokens or batch size, or pick a smaller model or dtype. Memory was freed.")
         except Exception as exc:  # any other failure becomes a clear record; the caller keeps serving
-            record.status, record.reason = "error", f"{type(exc).__name__}: {exc}"
+            log.exception("run failed: %s", config)
+            record.status, record.reason = "error", _describe_failure(exc, config)
         record.env = environment()
     yield Result(record)
 

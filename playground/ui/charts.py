@@ -1,0 +1,109 @@
+"""Plotly figures built from run records: timing, per-token latency, memory.
+
+Figures hold plain Python lists (no numpy, which plotly would ship as base64 typed arrays) and
+only attributes plotly.js 3 understands, since Gradio draws them with plotly.js 3.3.1.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from playground.record import RunRecord
+
+COLORS = ("#4f46e5", "#f97316", "#10b981", "#e11d48", "#0ea5e9", "#a855f7", "#eab308", "#64748b")
+FONT = dict(family="Inter, system-ui, sans-serif", size=13)
+
+
+def run_label(rec: RunRecord) -> str:
+    return f"#{rec.run_id} {rec.name}" if rec.run_id is not None else rec.name
+
+
+def _color(i: int) -> str:
+    return COLORS[i % len(COLORS)]
+
+
+def _layout(fig: go.Figure, title: str, height: int = 380, legend_y: float = -0.12) -> go.Figure:
+    """Shared look; the legend sits under the plot (lower `legend_y` when there is an x-axis title)."""
+    fig.update_layout(
+        title=dict(text=title, x=0.01, font=dict(size=15)), template="plotly_white", font=FONT, height=height,
+        margin=dict(l=60, r=20, t=80, b=40), barmode="group", bargap=0.25,
+        legend=dict(orientation="h", yanchor="top", y=legend_y, xanchor="left", x=0),
+    )
+    return fig
+
+
+def _empty(title: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text="Run something, or select runs in History, to fill this chart.", showarrow=False,
+                       font=dict(size=14, color="#64748b"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _layout(fig, title, height=260)
+
+
+def _bars(fig: go.Figure, records: list[RunRecord], panels: list[tuple[str, str | None, str]]) -> go.Figure:
+    """One bar per run per panel; x groups by model so runs of one model stand side by side.
+
+    Each y axis gets 20% headroom so the value labels above the bars never meet the panel title.
+    """
+    for col, (field, std_field, _) in enumerate(panels, start=1):
+        tops = [(getattr(r, field) or 0) + ((getattr(r, std_field) or 0) if std_field else 0) for r in records]
+        fig.update_yaxes(range=[0, max(max(tops) * 1.2, 1e-9)], row=1, col=col)
+    for i, rec in enumerate(records):
+        for col, (field, std_field, unit) in enumerate(panels, start=1):
+            value = getattr(rec, field)
+            std = getattr(rec, std_field) if std_field else None
+            fig.add_trace(go.Bar(
+                x=[rec.model], y=[value], name=run_label(rec), legendgroup=str(i), showlegend=col == 1,
+                marker_color=_color(i), offsetgroup=str(i),
+                error_y=dict(type="data", array=[std or 0.0], visible=bool(std)),
+                text=[f"{value:,.3g} {unit}" if value is not None else "n/a"], textposition="outside",
+                cliponaxis=False, hovertemplate=f"{run_label(rec)}<br>%{{y:,.4g}} {unit}<extra></extra>",
+            ), row=1, col=col)
+    return fig
+
+
+def timing_figure(records: list[RunRecord]) -> go.Figure:
+    """TTFT (ms, lower is better) and decode throughput (tok/s, higher is better), mean ± std over repeats."""
+    title = "Prefill latency and decode throughput (mean ± std over repeats)"
+    if not records:
+        return _empty(title)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=("TTFT, prefill (ms) · lower is better",
+                                        "Decode throughput (tok/s) · higher is better"))
+    _bars(fig, records, [("ttft_ms", "ttft_ms_std", "ms"), ("decode_tok_s", "decode_tok_s_std", "tok/s")])
+    fig.update_yaxes(title_text="ms", row=1, col=1)
+    fig.update_yaxes(title_text="tok/s", row=1, col=2)
+    return _layout(fig, title, height=420)
+
+
+def latency_figure(records: list[RunRecord]) -> go.Figure:
+    """Inter-token latency at each output position of the last repeat: no-cache decoding grows here."""
+    title = "Per-token latency by output position (ms)"
+    runs = [r for r in records if r.itl_ms]
+    if not runs:
+        return _empty(title)
+    fig = go.Figure()
+    for i, rec in enumerate(records):
+        if rec.itl_ms:
+            fig.add_trace(go.Scatter(
+                x=list(range(1, len(rec.itl_ms) + 1)), y=[float(v) for v in rec.itl_ms], mode="lines",
+                name=run_label(rec), line=dict(color=_color(i), width=2),
+                hovertemplate=f"{run_label(rec)}<br>token %{{x}}: %{{y:.3f}} ms<extra></extra>",
+            ))
+    fig.update_xaxes(title_text="output token position")
+    fig.update_yaxes(title_text="ms per token", rangemode="tozero")
+    return _layout(fig, title, legend_y=-0.25)
+
+
+def memory_figure(records: list[RunRecord]) -> go.Figure:
+    """Peak memory and KV cache size (MB) per run; separate panels because their scales differ by orders."""
+    title = "Memory (MB)"
+    if not records:
+        return _empty(title)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=("Peak memory", "KV cache after generation"))
+    _bars(fig, records, [("peak_mem_mb", None, "MB"), ("kv_cache_mb", None, "MB")])
+    fig.update_yaxes(title_text="MB", row=1, col=1)
+    return _layout(fig, title)

@@ -1,0 +1,252 @@
+"""Event functions: plain Python in, plain values out, keyed by the names `layout` gives components.
+
+They know nothing of where components sit on the page, so tests call them directly, and the
+layout maps each returned name to its component.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import gradio as gr
+import pandas as pd
+
+from playground.config import ConfigError
+from playground.presets import PRESETS
+from playground.record import RunRecord
+from playground.store import RunStore
+from playground.ui import charts, render
+from playground.ui.settings import SIDES, ColumnSettings, SharedSettings, check_column, comparisons, make_config
+from playground.ui.streaming import Pane, run_sides
+
+MAX_CHART_RUNS = 8  # newest runs kept selected for the charts; more makes the bars unreadable
+EXPORT_DIR = Path(tempfile.gettempdir()) / "llm-speed-playground"
+HISTORY_COLUMNS = {  # record field -> column header (units in the header, numbers rounded)
+    "run_id": "#", "created_at": "when (UTC)", "model": "model", "attn": "attention", "dtype_effective": "dtype",
+    "cache": "cache", "compile": "compile", "device_effective": "device", "tokens": "tokens in→out",
+    "ttft_ms": "TTFT ms", "decode_tok_s": "decode tok/s", "peak_mem_mb": "peak MB", "kv_cache_mb": "KV MB",
+}
+
+
+class Playground:
+    """The app's state: the run store and one stop switch per browser session."""
+
+    def __init__(self, store: RunStore, default_model: str) -> None:
+        self.store, self.default_model = store, default_model
+        self._stops: dict[str, threading.Event] = {}
+        self.panes: dict[str, dict[str, Pane]] = {}  # each session's latest panes, so Stop can show where it ended
+        self._lock = threading.Lock()
+
+    def new_stop(self, session: str) -> threading.Event:
+        """A fresh stop switch for this session's next run."""
+        with self._lock:
+            self._stops[session] = threading.Event()
+            return self._stops[session]
+
+    def stop(self, session: str) -> bool:
+        with self._lock:
+            event = self._stops.get(session)
+        if event is not None:
+            event.set()
+        return event is not None
+
+
+# ---- reading the controls ----------------------------------------------------------------------
+
+def read_settings(values: dict[str, Any]) -> tuple[SharedSettings, dict[str, ColumnSettings]]:
+    """Split named control values ('prompt', 'A.attn', ...) into shared and per-side settings."""
+    shared = SharedSettings(**{f.name: values[f.name] for f in dataclasses.fields(SharedSettings)})
+    columns = {side: ColumnSettings(**{f.name: values[f"{side}.{f.name}"] for f in dataclasses.fields(ColumnSettings)})
+               for side in SIDES}
+    return shared, columns
+
+
+def side_notes(values: dict[str, Any]) -> dict[str, str]:
+    """A line under each column: what it will run as, or why it cannot run here."""
+    shared, columns = read_settings(values)
+    notes = {}
+    for side, column in columns.items():
+        ok, why = check_column(shared, column)
+        notes[f"note_{side}"] = f"✓ {why}" if ok else f"⛔ {why}"
+    return notes
+
+
+def model_info(model: str) -> str:
+    preset = PRESETS.get((model or "").strip())
+    if preset is None:
+        return "A Hugging Face id or a local directory: loaded on the first run (downloads need network access)."
+    return preset.summary + (". Timings are real; the text is noise." if preset.random_weights else ".")
+
+
+def apply_comparison(name: str) -> dict[str, Any]:
+    """Control values that set up a classic comparison, plus its note."""
+    comparison = comparisons()[name]
+    values: dict[str, Any] = {"comparison_note": f"**{comparison.name}.** {comparison.note}"}
+    for side, column in (("A", comparison.a), ("B", comparison.b)):
+        values.update({f"{side}.{k}": v for k, v in dataclasses.asdict(column).items()})
+    values.update(comparison.shared)
+    return values
+
+
+# ---- running -----------------------------------------------------------------------------------
+
+def _config_or_error(shared: SharedSettings, column: ColumnSettings):
+    try:
+        return make_config(shared, column)
+    except ConfigError as exc:
+        return exc
+
+
+def status_line(panes: dict[str, Pane]) -> str:
+    running = next((p for p in panes.values() if p.state == "running"), None)
+    if running is not None:
+        return f"**Running {running.side}** · {running.status}"
+    if all(p.state == "waiting" for p in panes.values()):
+        return "Waiting for the device…"
+    states = ", ".join(f"{s} {p.state}" for s, p in panes.items())
+    if any(p.state == "stopped" for p in panes.values()):
+        return f"**Stopped** · {states} · the device is free; stopped runs are not saved."
+    return f"**Finished** · {states} · results below, history updated."
+
+
+def _pane_values(panes: dict[str, Pane]) -> dict[str, str]:
+    values = {f"pane_{s}": p.html() for s, p in panes.items()}
+    for side in SIDES:
+        values.setdefault(f"pane_{side}", render.empty_pane(side))
+    values["status"] = status_line(panes)
+    return values
+
+
+def run(app: Playground, values: dict[str, Any], sides: tuple[str, ...], session: str) -> Iterator[dict[str, Any]]:
+    """Run the given sides one after the other, streaming both panes, then fill results, charts and history."""
+    shared, columns = read_settings(values)
+    configs = {side: _config_or_error(shared, columns[side]) for side in sides}
+    panes: dict[str, Pane] = {}
+    for panes in run_sides(configs, app.store, app.new_stop(session)):
+        app.panes[session] = panes
+        yield _pane_values(panes)
+    finished = {s: p.record for s, p in panes.items() if p.record is not None and p.record.status == "ok"}
+    selected = list(values.get("selection") or []) + [r.run_id for r in finished.values()]
+    yield {
+        **_pane_values(panes),
+        "summary": render.summary_html(panes),
+        "metrics": render.metrics_table(finished),
+        "diagnostics": render.diagnostics_html(finished),
+        **history_view(app.store, selected),
+    }
+
+
+def stop(app: Playground, session: str) -> dict[str, Any]:
+    """Set the session's stop switch (the engine ends within one decode step) and mark its panes.
+
+    Gradio also cancels the streaming event, so the panes would otherwise keep their last live state.
+    """
+    app.stop(session)
+    panes = app.panes.get(session, {})
+    for pane in panes.values():
+        if pane.state == "running":
+            pane.refuse("stopped", f"stopped by the user after {pane.tokens} tokens of {pane.status}; not saved")
+        elif pane.state == "waiting":
+            pane.refuse("skipped", "not run: stopped before this side started")
+    return {**(_pane_values(panes) if panes else {}),
+            "status": "**Stopped.** Generation ended within one decode step and the device is free."}
+
+
+# ---- history and charts ------------------------------------------------------------------------
+
+def history_frame(records: list[RunRecord]) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        row = {k: getattr(r, k, None) for k in HISTORY_COLUMNS}
+        row["cache"] = r.cache_impl if r.use_cache else "off"
+        row["tokens"] = f"{r.prompt_tokens} → {r.tokens_generated}"
+        row["created_at"] = r.created_at.replace("T", " ")[:19]
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)).rename(columns=HISTORY_COLUMNS)
+    return frame.round(2)
+
+
+def chart_records(records: list[RunRecord], selected: list[int]) -> list[RunRecord]:
+    """The selected runs, oldest first (charts read left to right in run order)."""
+    wanted = set(selected)
+    return sorted((r for r in records if r.run_id in wanted), key=lambda r: r.run_id)
+
+
+def figures(records: list[RunRecord], selected: list[int]) -> dict[str, Any]:
+    chosen = chart_records(records, selected)
+    return {"timing_chart": charts.timing_figure(chosen), "latency_chart": charts.latency_figure(chosen),
+            "memory_chart": charts.memory_figure(chosen)}
+
+
+def _newest(ids: list[int], records: list[RunRecord]) -> list[int]:
+    known = {r.run_id for r in records}
+    return sorted({int(i) for i in ids if int(i) in known}, reverse=True)[:MAX_CHART_RUNS]
+
+
+def history_view(store: RunStore, selected: list[int] | None = None) -> dict[str, Any]:
+    """Table, chart selection, charts and export files from the store; None selects the newest runs."""
+    records = store.records()
+    ids = [r.run_id for r in records]
+    chosen = _newest(ids if selected is None else selected, records)
+    csv_path, json_path = export(records)
+    note = f"{len(records)} run(s) in `{store.path}`. Click a row to add it to or remove it from the charts."
+    if store.recovered_from:
+        note += f" A damaged history was moved aside to `{store.recovered_from}`."
+    return {
+        "history": history_frame(records),
+        "history_note": note,
+        "selection": gr.update(choices=[(charts.run_label(r), r.run_id) for r in records], value=chosen),
+        "download_csv": csv_path,
+        "download_json": json_path,
+        **figures(records, chosen),
+    }
+
+
+def toggle_run(store: RunStore, selected: list[int], run_id: int) -> dict[str, Any]:
+    """Add the clicked history row to the charts, or take it out."""
+    chosen = [i for i in (selected or []) if i != run_id]
+    if len(chosen) == len(selected or []):
+        chosen.append(run_id)
+    return {"selection": chosen, **figures(store.records(), chosen)}
+
+
+def select_runs(store: RunStore, selected: list[int]) -> dict[str, Any]:
+    return figures(store.records(), selected or [])
+
+
+def _write(path: Path, text: str) -> str:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)  # a download in progress never sees a half-written file
+    return str(path)
+
+
+def export(records: list[RunRecord]) -> tuple[str, str]:
+    """Write every run (all fields) as CSV and JSON for download; nested fields become JSON in CSV cells."""
+    EXPORT_DIR.mkdir(parents=True, exist_ok=True)
+    rows = [r.to_dict() for r in records]
+    flat = [{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()} for row in rows]
+    csv_text = pd.DataFrame(flat).to_csv(index=False) if flat else ""
+    return (_write(EXPORT_DIR / "runs.csv", csv_text),
+            _write(EXPORT_DIR / "runs.json", json.dumps(rows, indent=1)))
+
+
+def ask_clear(store: RunStore) -> dict[str, Any]:
+    n = len(store.records())
+    return {"confirm_row": gr.update(visible=True),
+            "confirm_text": f"Delete all {n} run(s) from `{store.path}`? This cannot be undone."}
+
+
+def clear(store: RunStore) -> dict[str, Any]:
+    store.clear()
+    return {"confirm_row": gr.update(visible=False), **history_view(store, [])}
+
+
+def cancel_clear() -> dict[str, Any]:
+    return {"confirm_row": gr.update(visible=False)}

@@ -1,0 +1,266 @@
+"""The page: components built by small functions, then wired to the event functions by name.
+
+Every component that an event reads or writes has a name ('A.attn', 'pane_B', 'timing_chart');
+event functions return {name: value} and `_emit` maps names to components, so no handler depends
+on a long positional list of outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import gradio as gr
+
+from playground import capabilities
+from playground.config import CACHE_IMPLS, COMPILE_MODES, DTYPES, MODES
+from playground.presets import DEFAULT_MODEL, PRESETS
+from playground.record import environment
+from playground.store import RunStore
+from playground.ui import events, render, style
+from playground.ui.api import make_endpoints
+from playground.ui.settings import (READY_PROMPTS, SIDES, ColumnSettings, SharedSettings,
+                                    attention_choices, comparisons)
+
+DEVICE_QUEUE = dict(concurrency_id="device", concurrency_limit=1)  # all device work, UI and API, one at a time
+MAX_QUEUE = 16
+Components = dict[str, gr.components.Component]
+
+
+# ---- building ----------------------------------------------------------------------------------
+
+def header() -> None:
+    env, host = environment(), capabilities.host()
+    device = f"CUDA · {host.device_name}" if host.cuda else f"CPU · {env['device_name']} · {env['cpu_count']} cores"
+    gr.HTML(
+        "<div id='title'><h1>⚡ LLM Speed Playground</h1><p>Two inference configurations, side by side, token by "
+        "token. Every number is measured on the server by the engine (device-synchronised clocks), never in the "
+        f"browser.</p><div class='hostline'>{render.escape(device)} · torch {render.escape(env['torch'])} · "
+        f"transformers {render.escape(env['transformers'])} · flash-attn {render.escape(env['flash_attn'] or 'not installed')}"
+        "</div></div>")
+
+
+def model_controls(default_model: str) -> Components:
+    with gr.Row(equal_height=True):
+        model = gr.Dropdown(list(PRESETS), value=default_model, label="Model", allow_custom_value=True, scale=2,
+                            info="a built-in preset, a Hugging Face id or a local directory")
+        info = gr.Markdown(events.model_info(default_model))
+    return {"model": model, "model_info": info}
+
+
+def comparison_controls() -> tuple[dict[str, gr.Button], gr.Markdown]:
+    with gr.Row(elem_classes="compare-row"):
+        gr.Markdown("**One-click comparisons:**")
+        buttons = {name: gr.Button(name, size="sm", variant="secondary") for name in comparisons()}
+    note = gr.Markdown("Pick one to set up A and B, then press **Run A vs B**. Mode *benchmark* generates exactly "
+                       "N tokens (EOS cannot end it early); *free* lets the model stop.")
+    return buttons, note
+
+
+def column_controls(side: str, default: ColumnSettings) -> Components:
+    with gr.Group(elem_classes="side-card"):
+        gr.HTML(f"<div class='side-title'><span class='side side-{side}'>{side}</span>Configuration {side}</div>",
+                padding=True)
+        with gr.Row():
+            use_cache = gr.Checkbox(default.use_cache, label="KV cache", min_width=90)
+            cache_impl = gr.Dropdown(list(CACHE_IMPLS), value=default.cache_impl, label="cache impl", min_width=120)
+        attn = gr.Dropdown(attention_choices(default.dtype), value=default.attn, label="attention implementation")
+        with gr.Row():
+            dtype = gr.Dropdown(list(DTYPES), value=default.dtype, label="dtype", min_width=100)
+            compile_ = gr.Dropdown(list(COMPILE_MODES), value=default.compile, label="torch.compile", min_width=140)
+        note = gr.Markdown(elem_classes="side-note", padding=True)
+    return {f"{side}.use_cache": use_cache, f"{side}.cache_impl": cache_impl, f"{side}.attn": attn,
+            f"{side}.dtype": dtype, f"{side}.compile": compile_, f"note_{side}": note}
+
+
+def shared_controls(default: SharedSettings) -> Components:
+    with gr.Group():
+        with gr.Row():
+            ready = gr.Dropdown(list(READY_PROMPTS), value=next(iter(READY_PROMPTS)), label="ready prompts", scale=3)
+            synthetic = gr.Checkbox(default.synthetic, label="synthetic", scale=2, min_width=120,
+                                    info="random ids of an exact length")
+            prompt_tokens = gr.Number(default.prompt_tokens, precision=0, minimum=1, label="synthetic tokens",
+                                      scale=2, min_width=120)
+        prompt = gr.Textbox(default.prompt, lines=2, max_lines=6, label="prompt")
+        with gr.Row():
+            new_tokens = gr.Number(default.new_tokens, precision=0, minimum=1, label="max new tokens", min_width=110)
+            mode = gr.Dropdown(list(MODES), value=default.mode, label="mode", min_width=130)
+            repeats = gr.Number(default.repeats, precision=0, minimum=1, maximum=100, label="repeats", min_width=80)
+            warmup = gr.Number(default.warmup, precision=0, minimum=0, maximum=100, label="warm-up", min_width=80)
+    return {"ready_prompt": ready, "synthetic": synthetic, "prompt_tokens": prompt_tokens, "prompt": prompt,
+            "new_tokens": new_tokens, "mode": mode, "repeats": repeats, "warmup": warmup}
+
+
+def action_controls() -> Components:
+    with gr.Row():
+        run_ab = gr.Button("▶ Run A vs B", variant="primary", size="lg", scale=3, elem_id="run-ab")
+        run_a = gr.Button("Run A only", size="lg", scale=1)
+        stop = gr.Button("■ Stop", variant="stop", size="lg", scale=1, elem_id="stop")
+    status = gr.Markdown("Ready.", elem_id="run-status")
+    return {"run_ab": run_ab, "run_a": run_a, "stop": stop, "status": status}
+
+
+def output_panes() -> Components:
+    with gr.Row(equal_height=True):
+        panes = {f"pane_{s}": gr.HTML(render.empty_pane(s), elem_id=f"pane-{s}") for s in SIDES}
+    return panes
+
+
+def result_views() -> Components:
+    summary = gr.HTML("<div class='dim'>Speedups of B over A and the token comparison appear here after a run.</div>",
+                      elem_id="summary", padding=True)
+    metrics = gr.HTML(render.metrics_table({}), elem_id="metrics")
+    return {"metrics": metrics, "summary": summary}
+
+
+def chart_views() -> Components:
+    selection = gr.Dropdown([], value=[], multiselect=True, label="runs in the charts (newest first)",
+                            info="or click rows in History below")
+    timing = gr.Plot(label="Prefill and decode", elem_id="timing-chart", show_label=False)
+    with gr.Row():
+        latency = gr.Plot(label="Per-token latency", elem_id="latency-chart", show_label=False)
+        memory = gr.Plot(label="Memory", elem_id="memory-chart", show_label=False)
+    return {"selection": selection, "timing_chart": timing, "latency_chart": latency, "memory_chart": memory}
+
+
+def history_views() -> Components:
+    note = gr.Markdown()
+    table = gr.Dataframe(interactive=False, wrap=False, max_height=360, elem_id="history")
+    with gr.Row():
+        csv = gr.DownloadButton("⬇ CSV", size="sm")
+        json_ = gr.DownloadButton("⬇ JSON", size="sm")
+        ask = gr.Button("Clear history…", size="sm", variant="stop")
+    with gr.Row(visible=False) as confirm_row:
+        text = gr.Markdown()
+        yes = gr.Button("Delete all runs", variant="stop", size="sm")
+        no = gr.Button("Cancel", size="sm")
+    return {"history_note": note, "history": table, "download_csv": csv, "download_json": json_, "ask_clear": ask,
+            "confirm_row": confirm_row, "confirm_text": text, "confirm_yes": yes, "confirm_no": no}
+
+
+# ---- wiring ------------------------------------------------------------------------------------
+
+def _emit(ui: Components, update: dict[str, Any]) -> dict:
+    return {ui[name]: value for name, value in update.items()}
+
+
+def _outputs(ui: Components, *names: str) -> list:
+    return [ui[n] for n in names]
+
+
+CONTROL_NAMES = ("model", *(f.name for f in dataclasses.fields(SharedSettings) if f.name != "model"),
+                 *(f"{s}.{f.name}" for s in SIDES for f in dataclasses.fields(ColumnSettings)))
+HISTORY_OUTPUTS = ("history", "history_note", "selection", "download_csv", "download_json", "timing_chart",
+                   "latency_chart", "memory_chart")
+RUN_OUTPUTS = ("pane_A", "pane_B", "status", "summary", "metrics", "diagnostics", *HISTORY_OUTPUTS)
+
+
+def _reader(ui: Components, names: tuple[str, ...]) -> Callable[[dict], dict[str, Any]]:
+    """Turn Gradio's {component: value} input dict into {name: value}."""
+    return lambda data: {n: data[ui[n]] for n in names}
+
+
+def wire_run(ui: Components, app: events.Playground) -> list:
+    read = _reader(ui, (*CONTROL_NAMES, "selection"))
+
+    def handler_for(sides: tuple[str, ...]):
+        def handler(data: dict, request: gr.Request):
+            for update in events.run(app, read(data), sides, request.session_hash or "anonymous"):
+                yield _emit(ui, update)
+        return handler
+
+    inputs = {ui[n] for n in (*CONTROL_NAMES, "selection")}
+    return [ui[button].click(handler_for(sides), inputs=inputs, outputs=_outputs(ui, *RUN_OUTPUTS),
+                             show_progress="minimal", **DEVICE_QUEUE)
+            for button, sides in (("run_ab", ("A", "B")), ("run_a", ("A",)))]
+
+
+def wire_stop(ui: Components, app: events.Playground, runs: list) -> None:
+    def handler(request: gr.Request):
+        return _emit(ui, events.stop(app, request.session_hash or "anonymous"))
+
+    ui["stop"].click(handler, outputs=_outputs(ui, "status", "pane_A", "pane_B"), cancels=runs, queue=False)
+
+
+def wire_controls(ui: Components, comparison_buttons: dict[str, gr.Button]) -> None:
+    read = _reader(ui, CONTROL_NAMES)
+    controls = {ui[n] for n in CONTROL_NAMES}
+    gr.on([ui[n].change for n in CONTROL_NAMES], lambda data: _emit(ui, events.side_notes(read(data))),
+          inputs=controls, outputs=_outputs(ui, "note_A", "note_B"), queue=False, trigger_mode="always_last",
+          show_progress="hidden")
+    for side in SIDES:
+        ui[f"{side}.dtype"].change(lambda d: gr.update(choices=attention_choices(d)), ui[f"{side}.dtype"],
+                                   ui[f"{side}.attn"], queue=False, show_progress="hidden")
+    ui["model"].change(events.model_info, ui["model"], ui["model_info"], queue=False, show_progress="hidden")
+    ui["ready_prompt"].input(lambda name: (READY_PROMPTS[name], False), ui["ready_prompt"],
+                             _outputs(ui, "prompt", "synthetic"), queue=False, show_progress="hidden")
+    preset_outputs = [*controls, ui["comparison_note"]]
+    for name, button in comparison_buttons.items():
+        button.click(lambda n=name: _emit(ui, events.apply_comparison(n)), outputs=preset_outputs, queue=False,
+                     show_progress="hidden")
+
+
+def wire_history(ui: Components, demo: gr.Blocks, app: events.Playground) -> None:
+    history_outputs = _outputs(ui, *HISTORY_OUTPUTS)
+    charts = _outputs(ui, "selection", "timing_chart", "latency_chart", "memory_chart")
+
+    def on_load(data: dict):
+        return _emit(ui, {**events.history_view(app.store), **events.side_notes(_reader(ui, CONTROL_NAMES)(data))})
+
+    demo.load(on_load, inputs={ui[n] for n in CONTROL_NAMES}, outputs=[*history_outputs, ui["note_A"], ui["note_B"]])
+
+    def on_row(selected: list[int], evt: gr.SelectData):
+        return _emit(ui, events.toggle_run(app.store, selected, int(evt.row_value[0])))
+
+    ui["history"].select(on_row, ui["selection"], charts, show_progress="hidden")
+    ui["selection"].input(lambda sel: _emit(ui, events.select_runs(app.store, sel)), ui["selection"], charts[1:],
+                          show_progress="hidden")
+    ui["ask_clear"].click(lambda: _emit(ui, events.ask_clear(app.store)),
+                          outputs=_outputs(ui, "confirm_row", "confirm_text"), queue=False)
+    ui["confirm_no"].click(lambda: _emit(ui, events.cancel_clear()), outputs=ui["confirm_row"], queue=False)
+    ui["confirm_yes"].click(lambda: _emit(ui, events.clear(app.store)), outputs=[ui["confirm_row"], *history_outputs],
+                            **DEVICE_QUEUE)
+
+
+def wire_api(app: events.Playground) -> None:
+    run, compare = make_endpoints(app)
+    gr.api(run, api_name="run", **DEVICE_QUEUE)
+    gr.api(compare, api_name="compare", **DEVICE_QUEUE)
+
+
+def build_demo(store: RunStore | None = None, default_model: str | None = None) -> gr.Blocks:
+    """The whole playground as a Blocks app; launch it with `playground.ui.launch`, which adds theme and CSS."""
+    app = events.Playground(store or RunStore(), default_model or DEFAULT_MODEL)
+    shared = SharedSettings(model=app.default_model)
+    ui: Components = {}
+    with gr.Blocks(title="LLM Speed Playground") as demo:
+        header()
+        ui.update(model_controls(app.default_model))
+        buttons, ui["comparison_note"] = comparison_controls()
+        with gr.Row(equal_height=False):
+            for side in SIDES:
+                with gr.Column(scale=1, min_width=280):
+                    ui.update(column_controls(side, ColumnSettings()))
+            with gr.Column(scale=2, min_width=420):
+                ui.update(shared_controls(shared))
+        ui.update(action_controls())
+        ui.update(output_panes())
+        ui.update(result_views())
+        with gr.Accordion("Diagnostics: the speed checklist and environment", open=False):
+            ui["diagnostics"] = gr.HTML(render.diagnostics_html({}))
+        gr.Markdown("### Charts")
+        ui.update(chart_views())
+        with gr.Accordion("History: every run, from this app and the CLI", open=True):
+            ui.update(history_views())
+        runs = wire_run(ui, app)
+        wire_stop(ui, app, runs)
+        wire_controls(ui, buttons)
+        wire_history(ui, demo, app)
+        wire_api(app)
+    demo.queue(max_size=MAX_QUEUE)
+    return demo
+
+
+def launch(demo: gr.Blocks, **kwargs: Any):
+    """`demo.launch` with the playground's theme and CSS (Gradio 6 takes them at launch)."""
+    return demo.launch(theme=style.theme(), css=style.CSS, **kwargs)

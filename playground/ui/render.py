@@ -1,0 +1,274 @@
+"""HTML for the panes, the metrics table, the A-vs-B summary and the diagnostics checklist.
+
+Model output and every other string that did not come from this module go through `escape`, so
+text a model writes is shown as text and never runs as HTML, Markdown or a template.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from playground.metrics import speedup
+from playground.record import RunRecord, compare_outputs
+
+if TYPE_CHECKING:
+    from playground.config import RunConfig
+    from playground.ui.streaming import Pane
+
+LIVE_WINDOW_TOKENS = 400  # a streaming pane re-sends only its tail, so an update costs the same at any length
+FINAL_MAX_TOKENS = 8000  # a finished pane shows at most this many tokens; the full text is in the record
+FLASH_REQUESTS = {"flash_attention_2", "flash_attention_3", "flash_attention_4", "sdpa:flash"}
+FLASH_FAMILIES = {"flash-attn", "sdpa-flash"}
+# `$`, backticks and braces are escaped too: gr.HTML fills a JS/Handlebars template with its value.
+_EXTRA = str.maketrans({"$": "&#36;", "`": "&#96;", "{": "&#123;", "}": "&#125;"})
+
+
+def escape(text: object) -> str:
+    return html.escape(str(text), quote=True).translate(_EXTRA)
+
+
+def num(value: float | None, unit: str = "", std: float | None = None) -> str:
+    """A number with 3 significant digits or so, an optional ± std, and its unit; '—' when missing."""
+    if value is None:
+        return "—"
+
+    def short(x: float) -> str:
+        return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+    text = short(value) + (f" ± {short(std)}" if std else "")
+    return f"{text} {unit}".strip()
+
+
+def config_title(config: RunConfig | Exception) -> str:
+    if isinstance(config, Exception):
+        return "cannot run"
+    cache = f"cache {config.cache_impl}" if config.use_cache else "no cache"
+    compiled = "" if config.compile == "off" else f" · compile {config.compile}"
+    return f"{config.attn} · {config.dtype} · {cache}{compiled}"
+
+
+def token_span(text: str, index: int) -> str:
+    """One token, shaded by parity so token boundaries show; an empty token (partial character) stays invisible."""
+    return f'<span class="tk tk{index % 2}">{escape(text)}</span>'
+
+
+# ---- panes -------------------------------------------------------------------------------------
+
+def _pane_stats(pane: Pane) -> str:
+    rec = pane.record
+    if rec is not None and rec.status == "ok":
+        return (f"<b>{rec.tokens_generated}</b> tokens · TTFT <b>{num(rec.ttft_ms, 'ms', rec.ttft_ms_std)}</b> · "
+                f"decode <b>{num(rec.decode_tok_s, 'tok/s', rec.decode_tok_s_std)}</b> "
+                f"<span class='dim'>(mean ± std of {rec.repeats} repeat{'s' * (rec.repeats != 1)})</span>")
+    ttft = f" · TTFT <b>{num(pane.first_ms, 'ms')}</b>" if pane.first_ms is not None else ""
+    rate = num(pane.live_tok_s, "tok/s") if pane.live_tok_s else "—"
+    return f"<b>{pane.tokens}</b> tokens · live <b>{rate}</b>{ttft}"
+
+
+def _pane_tokens(pane: Pane, live: bool) -> str:
+    limit = LIVE_WINDOW_TOKENS if live else FINAL_MAX_TOKENS
+    shown = pane.chunks[-limit:] if pane.tokens > limit else pane.chunks
+    hidden = pane.tokens - len(shown)
+    note = f'<span class="dim">… {hidden:,} earlier tokens not shown{" while streaming" if live else ""}</span>' if hidden else ""
+    return note + "".join(shown)
+
+
+def _pane_notes(pane: Pane) -> str:
+    notes = []
+    if pane.message:
+        notes.append(f'<div class="note bad">{escape(pane.message)}</div>')
+    rec = pane.record
+    if rec is not None and rec.fallback:
+        notes.append(f'<div class="note warn">⚠ Fallback: {escape(rec.fallback)}</div>')
+    if rec is not None and rec.random_weights:
+        notes.append('<div class="note dim">Random weights: the timings are real, the text is noise.</div>')
+    return "".join(notes)
+
+
+def pane_html(pane: Pane, live: bool) -> str:
+    return (
+        f'<div class="pane state-{pane.state}" data-side="{pane.side}" data-tokens="{pane.tokens}">'
+        f'<div class="pane-head"><span class="side side-{pane.side}">{pane.side}</span>'
+        f'<span class="cfg">{escape(pane.title)}</span><span class="badge">{escape(pane.status)}</span></div>'
+        f'<div class="pane-stats">{_pane_stats(pane)}</div>'
+        f'<div class="tokens"><div>{_pane_tokens(pane, live)}</div></div>{_pane_notes(pane)}</div>'
+    )
+
+
+def empty_pane(side: str) -> str:
+    return (f'<div class="pane state-waiting" data-side="{side}" data-tokens="0"><div class="pane-head">'
+            f'<span class="side side-{side}">{side}</span><span class="cfg">configuration {side}</span>'
+            '<span class="badge">idle</span></div><div class="pane-stats dim">Press Run to stream tokens here.</div>'
+            '<div class="tokens"><div></div></div></div>')
+
+
+# ---- results -----------------------------------------------------------------------------------
+
+def _memory(rec: RunRecord) -> str:
+    kind = "CUDA max allocated" if rec.device_effective == "cuda" else "process RSS"
+    return f"{num(rec.peak_mem_mb, 'MB')} <span class='dim'>({kind})</span>"
+
+
+METRIC_ROWS = (
+    ("TTFT (prefill)", lambda r: num(r.ttft_ms, "ms", r.ttft_ms_std)),
+    ("Decode throughput", lambda r: num(r.decode_tok_s, "tok/s", r.decode_tok_s_std)),
+    ("ITL p50 / p90 / p99", lambda r: " / ".join(num(x) for x in (r.itl_ms_p50, r.itl_ms_p90, r.itl_ms_p99)) + " ms"),
+    ("End-to-end", lambda r: num(r.e2e_ms, "ms", r.e2e_ms_std)),
+    ("Tokens: prompt → generated", lambda r: f"{r.prompt_tokens} → {r.tokens_generated}"),
+    ("Peak memory", _memory),
+    ("KV cache", lambda r: num(r.kv_cache_mb, "MB")),
+    ("Cold first call: TTFT / e2e", lambda r: f"{num(r.cold_ttft_ms)} / {num(r.cold_e2e_ms)} ms"),
+    ("Compile time", lambda r: num(r.compile_s, "s") if r.compile != "off" else "off"),
+    ("Model load", lambda r: "reused (already loaded)" if r.model_reused else num(r.load_s, "s")),
+    ("GPU busy (decode)", lambda r: num(r.gpu_busy_pct, "%") if r.device_effective == "cuda" else "— (CPU)"),
+    ("Bandwidth roofline", lambda r: num(r.bandwidth_roofline_pct, "%") + (
+        f" <span class='dim'>of {num(r.roofline_tok_s, 'tok/s')}</span>" if r.roofline_tok_s else "")),
+    ("Attention kernels: prefill", lambda r: _kernels(r, "prefill")),
+    ("Attention kernels: decode", lambda r: _kernels(r, "decode")),
+    ("Ran as", lambda r: escape(f"{r.attn_effective} · {r.dtype_effective} · {r.device_effective}")),
+)
+SPEEDUP_ROWS = {"TTFT (prefill)": ("ttft_ms", False), "Decode throughput": ("decode_tok_s", True)}
+
+
+def _kernels(rec: RunRecord, phase: str) -> str:
+    names = rec.attn_kernels.get(phase)
+    if not names:
+        return "<span class='dim'>not profiled</span>"
+    return "<br>".join(f"<code>{escape(n)}</code>" for n in names)
+
+
+def within_noise(a: RunRecord, b: RunRecord, field: str) -> bool:
+    """True when the means differ by less than their combined standard deviation over repeats."""
+    x, y = getattr(a, field), getattr(b, field)
+    sx, sy = getattr(a, f"{field}_std", None) or 0.0, getattr(b, f"{field}_std", None) or 0.0
+    return x is not None and y is not None and abs(x - y) < (sx * sx + sy * sy) ** 0.5
+
+
+def speedup_text(a: RunRecord, b: RunRecord, field: str, higher_is_better: bool) -> str:
+    """'B 1.52× faster' or 'B 1.90× slower', from the engine's figures; grey when within the repeats' noise."""
+    ratio = speedup(getattr(a, field), getattr(b, field), higher_is_better)
+    if ratio is None:
+        return "—"
+    text = f"B {ratio:.2f}× faster" if ratio >= 1 else f"B {1 / ratio:.2f}× slower"
+    if within_noise(a, b, field):
+        return f'<span class="dim" title="the difference is smaller than the std over repeats">{text} (within noise)</span>'
+    return f'<span class="{"good" if ratio >= 1 else "bad"}">{text}</span>'
+
+
+def metrics_table(records: dict[str, RunRecord]) -> str:
+    """Metrics of the finished ok runs side by side, with B-over-A speedups when both ran."""
+    if not records:
+        return '<div class="dim">No finished run yet.</div>'
+    sides = list(records)
+    both = "A" in records and "B" in records
+    head = "".join(f'<th><span class="side side-{s}">{s}</span> {escape(records[s].name)}</th>' for s in sides)
+    rows = []
+    for label, cell in METRIC_ROWS:
+        cells = "".join(f"<td>{cell(records[s])}</td>" for s in sides)
+        extra = ""
+        if both:
+            field = SPEEDUP_ROWS.get(label)
+            extra = f"<td>{speedup_text(records['A'], records['B'], *field) if field else ''}</td>"
+        rows.append(f"<tr><th>{label}</th>{cells}{extra}</tr>")
+    vs = "<th>B vs A</th>" if both else ""
+    return f'<table class="metrics"><thead><tr><th>Metric</th>{head}{vs}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def summary_html(panes: dict[str, Pane]) -> str:
+    """The headline: speedups, whether the tokens match, and any warnings, in plain words."""
+    done = {s: p.record for s, p in panes.items() if p.record is not None and p.record.status == "ok"}
+    items = []
+    if "A" in done and "B" in done:
+        a, b = done["A"], done["B"]
+        items.append(f"<div class='headline'><div><span class='label'>Prefill (TTFT)</span><br>"
+                     f"{speedup_text(a, b, 'ttft_ms', False)}</div><div><span class='label'>Decode (tok/s)</span><br>"
+                     f"{speedup_text(a, b, 'decode_tok_s', True)}</div></div>")
+        items.append(_identical_text(a, b))
+    for side, rec in done.items():
+        items.append(_checklist_line(side, rec))
+    for side, pane in panes.items():
+        if pane.state not in ("ok", "waiting"):
+            items.append(f"<div class='note bad'><b>{side}</b> {escape(pane.state)}: {escape(pane.message)}</div>")
+        if side in done and done[side].fallback:
+            items.append(f"<div class='note warn'>⚠ <b>{side}</b> fallback: {escape(done[side].fallback)}</div>")
+    return f"<div class='summary'>{''.join(items)}</div>"
+
+
+def _checklist_line(side: str, rec: RunRecord) -> str:
+    rows = checklist(rec)
+    failed = [check for mark, check, _ in rows if mark == "✗"]
+    if not failed:
+        return f"<div class='note good'>✓ <b>{side}</b> passes the speed checklist (see Diagnostics).</div>"
+    return (f"<div class='note warn'>✗ <b>{side}</b> fails {len(failed)} of {len(rows)} checks: "
+            f"{escape(', '.join(failed))} (see Diagnostics).</div>")
+
+
+def _identical_text(a: RunRecord, b: RunRecord) -> str:
+    same = compare_outputs(a, b)
+    n = len(a.output_ids)
+    if not same["comparable"]:
+        return "<div class='note dim'>Tokens not compared: the prompt, seed or sampling differ.</div>"
+    if same["identical"]:
+        return f"<div class='note good'>✓ A and B produced identical tokens ({n} of {n}).</div>"
+    return (f"<div class='note warn'>≠ A and B first differ at token {same['first_difference']} "
+            f"(of {max(n, len(b.output_ids))}): different kernels or dtypes round differently.</div>")
+
+
+# ---- diagnostics -------------------------------------------------------------------------------
+
+def checklist(rec: RunRecord) -> list[tuple[str, str, str]]:
+    """(mark, check, evidence) rows: ✓ holds, ✗ does not, – not applicable or unknown."""
+    cache_used = (rec.kv_cache_mb or 0) > 0
+    rows = [
+        ("✓", "Eval mode", "the engine calls model.eval() after every load (dropout off)"),
+        ("✓", "Inference mode", "every pass runs under torch.inference_mode() (no autograd bookkeeping)"),
+        ("✓" if cache_used == rec.use_cache else "✗", "KV cache really used",
+         f"use_cache={rec.use_cache}, cache held {num(rec.kv_cache_mb, 'MB')} after generation"),
+        _flash_row(rec),
+        ("✓" if rec.dtype in ("auto", rec.dtype_effective) else "✗", "dtype consistent",
+         f"requested {rec.dtype}, ran {rec.dtype_effective}"),
+        ("✓" if rec.warmup >= 1 else "✗", "Warm-up done",
+         f"{rec.warmup} warm-up pass(es) before {rec.repeats} measured repeat(s)"
+         + ("" if rec.warmup else ": first-call overhead is inside the numbers")),
+        ("✓", "Synchronised timing",
+         f"device synchronize before every clock read on {rec.device_effective}; prefill and decode timed apart"),
+    ]
+    if rec.fallback:
+        rows.append(("✗", "No fallback", rec.fallback))
+    return rows
+
+
+def _flash_row(rec: RunRecord) -> tuple[str, str, str]:
+    families = sorted({f for fams in rec.attn_families.values() for f in fams})
+    if not families:
+        return "–", "FlashAttention really active", "unknown: kernels were not profiled"
+    ran = f"kernels seen: {', '.join(families)}"
+    if rec.attn not in FLASH_REQUESTS:
+        return "–", "FlashAttention really active", f"not requested ({rec.attn}); {ran}"
+    flash = all(set(f) & FLASH_FAMILIES for f in rec.attn_families.values())
+    return ("✓" if flash else "✗"), "FlashAttention really active", ran
+
+
+def diagnostics_html(records: dict[str, RunRecord]) -> str:
+    if not records:
+        return '<div class="dim">Diagnostics appear after a run finishes.</div>'
+    blocks = []
+    for side, rec in records.items():
+        rows = "".join(f"<tr class='mark-{'ok' if m == '✓' else 'bad' if m == '✗' else 'na'}'><td>{m}</td><th>{c}</th>"
+                       f"<td>{escape(e)}</td></tr>" for m, c, e in checklist(rec))
+        blocks.append(f"<div class='diag'><h4><span class='side side-{side}'>{side}</span> {escape(rec.name)}</h4>"
+                      f"<table class='checks'>{rows}</table></div>")
+    env = next(iter(records.values())).env
+    return f"<div class='diags'>{''.join(blocks)}</div>{environment_html(env)}"
+
+
+ENV_FIELDS = (("device_name", "Device"), ("driver", "NVIDIA driver"), ("cuda", "CUDA"), ("torch", "torch"),
+              ("transformers", "transformers"), ("flash_attn", "flash-attn"), ("python", "Python"),
+              ("project_commit", "Playground commit"))
+
+
+def environment_html(env: dict) -> str:
+    cells = "".join(f"<div><span class='dim'>{label}</span><br><b>{escape(env.get(key) or '—')}</b></div>"
+                    for key, label in ENV_FIELDS)
+    return f"<div class='env'>{cells}</div>"

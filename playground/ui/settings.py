@@ -1,0 +1,133 @@
+"""What the controls mean: plain settings for columns A and B and the shared prompt, and the
+one-click comparisons.
+
+Kept free of Gradio so that the event functions, the API and the tests speak the same language:
+a `ColumnSettings` plus a `SharedSettings` make one `RunConfig`, and the engine's `ConfigError`
+explains anything that cannot run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from playground import capabilities
+from playground.config import ATTENTIONS, ConfigError, RunConfig
+
+SIDES = ("A", "B")
+READY_PROMPTS = {
+    "Explain the KV cache": "Explain in simple words why a KV cache makes text generation faster.",
+    "Short story": "Once upon a time, in a data centre far away, a tiny GPU dreamed of",
+    "Python function": "def fibonacci(n: int) -> int:\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "Long: attention article (~2,500 characters)": " ".join(
+        f"Part {i}. Attention lets every token look at every earlier token. During prefill the model reads "
+        "the whole prompt at once, which is limited by compute; during decode it produces one token at a "
+        "time and must read all of its weights and the cached keys and values for each step, which is "
+        "limited by memory bandwidth."
+        for i in range(1, 10)
+    ),
+}
+DEFAULT_PROMPT = next(iter(READY_PROMPTS.values()))
+
+
+@dataclass(frozen=True)
+class ColumnSettings:
+    """One side of the comparison: everything that changes how the model runs."""
+
+    use_cache: bool = True
+    cache_impl: str = "dynamic"
+    attn: str = "sdpa"
+    dtype: str = "auto"
+    compile: str = "off"
+
+
+@dataclass(frozen=True)
+class SharedSettings:
+    """What both sides share, so that their numbers are comparable."""
+
+    model: str
+    prompt: str = DEFAULT_PROMPT
+    synthetic: bool = False  # use a synthetic prompt of `prompt_tokens` tokens instead of `prompt`
+    prompt_tokens: int = 512
+    new_tokens: int = 64
+    mode: str = "benchmark"
+    repeats: int = 3
+    warmup: int = 1
+
+
+def make_config(shared: SharedSettings, column: ColumnSettings) -> RunConfig:
+    """The engine request for one side; raises ConfigError with the engine's own words."""
+    prompt = dict(prompt_tokens=int(shared.prompt_tokens)) if shared.synthetic else dict(prompt=shared.prompt)
+    return RunConfig(
+        model=(shared.model or "").strip(), dtype=column.dtype, attn=column.attn, use_cache=bool(column.use_cache),
+        cache_impl=column.cache_impl, compile=column.compile, new_tokens=int(shared.new_tokens), mode=shared.mode,
+        repeats=int(shared.repeats), warmup=int(shared.warmup), **prompt,
+    )
+
+
+def check_column(shared: SharedSettings, column: ColumnSettings) -> tuple[bool, str]:
+    """(runnable, why): the engine's reason when it cannot run here, else what it will run as."""
+    try:
+        device, dtype = capabilities.check(make_config(shared, column))
+    except ConfigError as exc:
+        return False, str(exc)
+    return True, f"runs as {column.attn} · {dtype} on {device}"
+
+
+def attention_choices(dtype: str) -> list[tuple[str, str]]:
+    """(label, value) pairs; an option this host cannot run says why in its label."""
+    host = capabilities.host()
+    device = host.resolve_device("auto")
+    resolved = host.resolve_dtype(dtype, device)
+    choices = []
+    for attn in ATTENTIONS:
+        reason = capabilities.attention_unavailable(attn, device, resolved, host)
+        choices.append((f"{attn}  ⛔ {reason}" if reason else attn, attn))
+    return choices
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A classic A-vs-B set-up; `shared` only overrides what the comparison needs."""
+
+    name: str
+    note: str
+    a: ColumnSettings
+    b: ColumnSettings
+    shared: dict = field(default_factory=dict)
+
+
+def _column(**changes) -> ColumnSettings:
+    return dataclasses.replace(ColumnSettings(), **changes)
+
+
+def comparisons() -> dict[str, Comparison]:
+    """The one-click presets, adapted to this host (compile mode, flash availability)."""
+    cuda = capabilities.host().cuda
+    long_context = dict(synthetic=True, prompt_tokens=2048, new_tokens=32, mode="benchmark")
+    items = (
+        Comparison("KV cache: off vs on",
+                   "Without a cache every step re-reads the whole sequence: watch per-token latency grow with "
+                   "position in the latency chart.",
+                   _column(use_cache=False), _column(),
+                   dict(synthetic=True, prompt_tokens=128, new_tokens=256, mode="benchmark")),
+        Comparison("Attention: eager vs sdpa (long context)",
+                   "A 2,048-token prompt makes prefill attention-bound. Next, try sdpa vs flash_attention_2 "
+                   "to complete eager → sdpa → flash.",
+                   _column(attn="eager"), _column(attn="sdpa"), long_context),
+        Comparison("Attention: sdpa vs flash_attention_2 (long context)",
+                   "Both in bf16, since FlashAttention runs only in fp16/bf16. The kernels row shows what really "
+                   "ran; if flash-attn cannot run here, B says why.",
+                   _column(attn="sdpa", dtype="bf16"), _column(attn="flash_attention_2", dtype="bf16"), long_context),
+        Comparison("dtype: fp32 vs bf16",
+                   "Half the bytes per weight: decode, which is bandwidth-bound, should speed up on a GPU. Tokens "
+                   "may differ after a few steps because rounding differs.",
+                   _column(dtype="fp32"), _column(dtype="bf16"), dict(new_tokens=128)),
+        Comparison("torch.compile: off vs on",
+                   "Compile needs a static cache and a warm-up: the first call compiles (reported as compile "
+                   "time) and stays out of the measured repeats. On CPU compiling takes a while.",
+                   _column(cache_impl="static"),
+                   _column(cache_impl="static", compile="reduce-overhead" if cuda else "default"),
+                   dict(warmup=1, new_tokens=128)),
+    )
+    return {c.name: c for c in items}

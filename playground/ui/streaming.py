@@ -1,0 +1,130 @@
+"""Run A then B through the engine and keep what each pane shows, cheaply, while tokens arrive.
+
+One generator drives both sides in turn, so the two runs never share the device (interleaving
+would corrupt both timings). Every figure shown comes from the engine's own timestamps
+(`Token.t_ms`, taken after a device synchronize), never from when the browser drew a token.
+
+Updates are throttled: a snapshot is yielded at most every `UPDATE_INTERVAL_S` (and at every
+phase change), and a pane re-sends only its last `render.LIVE_WINDOW_TOKENS` tokens while
+streaming, so the cost of one update stays flat however long the output grows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from playground import engine
+from playground.config import ConfigError, RunConfig
+from playground.record import RunRecord
+from playground.store import RunStore
+from playground.ui import render
+
+UPDATE_INTERVAL_S = 0.08
+PHASE_NAMES = {"loading": "loading model", "warmup": "warm-up", "repeat": "measuring", "profiling": "profiling kernels"}
+
+
+@dataclass
+class Pane:
+    """One side's live view; `add` is O(1) per token."""
+
+    side: str
+    title: str
+    state: str = "waiting"  # waiting | running | ok | invalid | error | stopped | skipped
+    status: str = "waiting"
+    chunks: list[str] = field(default_factory=list)  # escaped HTML span per token of the current pass
+    texts: list[str] = field(default_factory=list)  # the same tokens as plain text, for the API
+    first_ms: float | None = None  # engine time of the pass's first token (= TTFT of this pass)
+    last_ms: float | None = None
+    in_profile: bool = False
+    record: RunRecord | None = None
+    message: str = ""
+
+    @property
+    def tokens(self) -> int:
+        return len(self.chunks)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+    @property
+    def live_tok_s(self) -> float | None:
+        """Decode rate of the current pass so far, from engine timestamps (prefill excluded)."""
+        if self.tokens < 2 or not self.last_ms or self.last_ms <= self.first_ms:
+            return None
+        return (self.tokens - 1) / ((self.last_ms - self.first_ms) / 1e3)
+
+    def phase(self, event: engine.Phase) -> None:
+        self.state = "running"
+        self.in_profile = event.phase == "profiling"
+        name = PHASE_NAMES.get(event.phase, event.phase)
+        count = f" {event.index}/{event.total}" if event.total else ""
+        detail = f" · {event.detail}" if event.detail else ""
+        self.status = f"{name}{count}{detail}"
+        if event.phase in ("warmup", "repeat"):
+            self.chunks, self.texts, self.first_ms, self.last_ms = [], [], None, None
+            self.status += " · prefill"
+
+    def add(self, token: engine.Token) -> None:
+        if self.in_profile:  # the short profiled pass names kernels; its tokens repeat the output
+            return
+        if self.first_ms is None:
+            self.first_ms = token.t_ms
+            self.status = self.status.replace(" · prefill", " · decode")
+        self.last_ms = token.t_ms
+        self.chunks.append(render.token_span(token.text, token.index))
+        self.texts.append(token.text)
+
+    def finish(self, record: RunRecord) -> None:
+        self.record, self.state = record, record.status
+        self.status = "done" if record.status == "ok" else record.status
+        self.message = record.reason
+
+    def refuse(self, state: str, message: str) -> None:
+        self.state, self.status, self.message = state, state, message
+
+    def html(self) -> str:
+        return render.pane_html(self, live=self.state == "running")
+
+
+def run_sides(configs: dict[str, RunConfig | ConfigError], store: RunStore, stop: threading.Event,
+              clock: Callable[[], float] = time.monotonic) -> Iterator[dict[str, Pane]]:
+    """Run each side in order and yield the panes (mutated in place) at throttled moments.
+
+    Finished runs with status ok go into the store; a Stop skips the sides not yet started.
+    """
+    panes = {side: Pane(side, render.config_title(cfg)) for side, cfg in configs.items()}
+    yield panes
+    for side, config in configs.items():
+        pane = panes[side]
+        if isinstance(config, ConfigError):
+            pane.refuse("invalid", str(config))
+            yield panes
+        elif stop.is_set():
+            pane.refuse("skipped", "not run: stopped before this side started")
+            yield panes
+        else:
+            yield from _stream_one(pane, config, store, stop, clock, panes)
+
+
+def _stream_one(pane: Pane, config: RunConfig, store: RunStore, stop: threading.Event,
+                clock: Callable[[], float], panes: dict[str, Pane]) -> Iterator[dict[str, Pane]]:
+    last = clock()
+    with contextlib.closing(engine.generate(config, stop)) as events:  # closing stops the engine and frees the device
+        for event in events:
+            if isinstance(event, engine.Token):
+                pane.add(event)
+                if clock() - last < UPDATE_INTERVAL_S:
+                    continue
+            elif isinstance(event, engine.Phase):
+                pane.phase(event)
+            else:
+                if event.record.status == "ok":
+                    store.add(event.record)
+                pane.finish(event.record)
+            last = clock()
+            yield panes
