@@ -327,7 +327,7 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
     if decode:
         record.decode_tok_s, record.decode_tok_s_std = decode.mean, decode.std
     if itl:
-        record.itl_ms_p50, record.itl_ms_p90, record.itl_ms_p99 = itl.p50, itl.p90, itl.p99
+        record.itl_ms_mean, record.itl_ms_p50, record.itl_ms_p90, record.itl_ms_p99 = itl.mean, itl.p50, itl.p90, itl.p99
     record.e2e_ms, record.e2e_ms_std = e2e.mean, e2e.std
     record.tokens_generated = steady[-1].timing.tokens
     record.cold_ttft_ms, record.cold_e2e_ms = cold.timing.ttft_ms, cold.timing.e2e_ms
@@ -346,12 +346,16 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
         record.bandwidth_roofline_pct = 100 * record.decode_tok_s / record.roofline_tok_s
 
 
-def _fill_kernels(record: RunRecord, config: RunConfig, phases: dict[str, kernels.PhaseKernels]) -> None:
+def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) -> None:
+    phases = profiled.phases
     record.attn_kernels = {phase: seen.names for phase, seen in phases.items()}
     record.attn_families = {phase: seen.families for phase, seen in phases.items()}
     decode = phases.get("decode")
-    if decode and decode.wall_us and decode.kernel_us:
-        record.gpu_busy_pct = min(100.0, 100 * decode.kernel_us / decode.wall_us)
+    steps = profiled.timing.tokens - 1
+    if decode and decode.kernel_us and steps > 0 and record.itl_ms_mean:
+        # GPU kernel time per decode step (profiled) over wall time per step (timed repeats, unprofiled):
+        # the profiler slows the host, so its own wall clock would understate how busy the GPU is.
+        record.gpu_busy_pct = min(100.0, 100 * decode.kernel_us / steps / (record.itl_ms_mean * 1e3))
     notes = [n for n in (record.fallback, kernels.fallback(config.attn, phases)) if n]
     record.fallback = "; ".join(notes) or None
 
@@ -385,7 +389,7 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         yield Phase("profiling", "separate pass under torch.profiler to name the attention kernels")
         profiled = yield from _run_pass(config, lm, input_ids, min(config.new_tokens, PROFILE_NEW_TOKENS), stop, "profile",
                                          profile=True)
-        _fill_kernels(record, config, profiled.phases)
+        _fill_kernels(record, config, profiled)
 
 
 def _describe_failure(exc: Exception, config: RunConfig) -> str:

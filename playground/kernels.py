@@ -54,7 +54,6 @@ class PhaseKernels:
     names: list[str] = field(default_factory=list)
     families: list[str] = field(default_factory=list)
     kernel_us: float = 0.0  # summed GPU kernel time in this phase
-    wall_us: float = 0.0  # host wall time of this phase under the profiler
 
 
 def classify(names: list[str]) -> PhaseKernels:
@@ -100,6 +99,5 @@ def phases_from_profile(prof) -> dict[str, PhaseKernels]:
                 kernel_us += evt.time_range.elapsed_us()
         seen = classify(names)
         seen.kernel_us = kernel_us
-        seen.wall_us = sum(hi - lo for lo, hi in spans)
         phases[phase] = seen
     return phases

@@ -48,6 +48,7 @@ class RunRecord:
     ttft_ms_std: float | None = None
     decode_tok_s: float | None = None
     decode_tok_s_std: float | None = None
+    itl_ms_mean: float | None = None
     itl_ms_p50: float | None = None
     itl_ms_p90: float | None = None
     itl_ms_p99: float | None = None
