@@ -50,7 +50,7 @@ def _is_int(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class RunConfig:
-    model: str = "tiny-random-llama"
+    model: str = "stdlib-llama-tiny"
     dtype: str = "auto"
     attn: str = "sdpa"
     use_cache: bool = True

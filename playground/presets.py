@@ -1,6 +1,7 @@
 """Built-in models that need no download.
 
-Random-weight presets reproduce the exact shapes of real checkpoints, so their timings are the
+The default is a small real model trained for this project (assets/models/stdlib-llama-tiny), so a
+newcomer with no network sees words stream by. Random-weight presets reproduce the exact shapes of real checkpoints, so their timings are the
 timings of that shape, but what they write is noise. Their tokenizer is built here: byte-level
 encoding (any text round-trips) plus filler "pseudo-words" so that every id the model can emit
 decodes to something, and no id it encodes falls outside the model's vocabulary.
@@ -36,6 +37,11 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
+        Preset(
+            "stdlib-llama-tiny",
+            "8.7 M-param Llama trained here on Python's own documentation: real (if simple) English, offline",
+            path=ASSETS / "models" / "stdlib-llama-tiny",
+        ),
         Preset(
             "tiny-random-llama",
             "4-layer Llama, random weights: fast on any CPU, writes noise",
@@ -79,7 +85,7 @@ PRESETS: dict[str, Preset] = {
     )
 }
 
-DEFAULT_MODEL = "tiny-random-llama"
+DEFAULT_MODEL = "stdlib-llama-tiny"
 
 # Special token ids of the noise tokenizer; the random presets' configs use the same ids.
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2

@@ -81,6 +81,11 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _setting(record: RunRecord, key: str) -> str:
+    value = getattr(record, key)
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
 def to_markdown(records: Iterable[RunRecord]) -> str:
     records = list(records)
     varying = [(key, title) for key, title in SETTING_COLUMNS
@@ -89,10 +94,10 @@ def to_markdown(records: Iterable[RunRecord]) -> str:
     headers = [title for _, title in varying] + [title for title, _ in used_figures]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for r in records:
-        cells = [getattr(r, key) for key, _ in varying] + [fn(r) for _, fn in used_figures]
+        cells = [_setting(r, key) for key, _ in varying] + [fn(r) for _, fn in used_figures]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     if records:
-        common = [f"{title}={getattr(records[0], key)}" for key, title in SETTING_COLUMNS if (key, title) not in varying]
+        common = [f"{title}={_setting(records[0], key)}" for key, title in SETTING_COLUMNS if (key, title) not in varying]
         lines.append("")
         lines.append("Same for all rows: " + ", ".join(common))
     return "\n".join(lines) + "\n"

@@ -11,7 +11,8 @@ from plotly.subplots import make_subplots
 
 from playground.record import RunRecord
 
-COLORS = ("#4f46e5", "#f97316", "#10b981", "#e11d48", "#0ea5e9", "#a855f7", "#eab308", "#64748b")
+COLORS = ("#4f46e5", "#f97316", "#10b981", "#e11d48", "#0ea5e9", "#a855f7", "#eab308", "#64748b", "#14b8a6",
+          "#be185d", "#84cc16", "#7c2d12")
 FONT = dict(family="Inter, system-ui, sans-serif", size=13)
 
 

@@ -1,0 +1,52 @@
+"""The launched app driven through gradio_client: `/run` and `/compare` stream, then end with records."""
+
+from __future__ import annotations
+
+from conftest import TINY
+
+
+def client_for(demo):
+    from gradio_client import Client
+
+    return Client(demo.local_url, verbose=False, download_files=False)
+
+
+def test_api_lists_the_named_endpoints(launched):
+    demo, _ = launched
+    endpoints = client_for(demo).view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert {"/run", "/compare"} <= set(endpoints)
+    names = [p["parameter_name"] for p in endpoints["/run"]["parameters"]]
+    assert names[:7] == ["prompt", "model", "attn", "use_cache", "dtype", "compile", "max_new_tokens"]
+
+
+def test_run_streams_text_then_the_record(launched):
+    demo, store = launched
+    job = client_for(demo).submit("Once upon a time", TINY, "sdpa", True, "auto", "off", 12, api_name="/run")
+    outputs = [out for out in job]
+    final = job.result()
+    assert len(outputs) >= 2 and any(o["record"] is None and o["state"] == "running" for o in outputs)
+    assert final["state"] == "ok" and final["record"]["status"] == "ok"
+    record = final["record"]
+    assert 0 < record["tokens_generated"] <= 12
+    assert record["ttft_ms"] > 0 and record["config"]["prompt"] == "Once upon a time"
+    assert final["text"] == record["output_text"]
+    assert store.records()[0].run_id == record["run_id"]
+
+
+def test_run_reports_an_invalid_request_clearly(launched):
+    demo, _ = launched
+    final = client_for(demo).predict("hi", TINY, "sdpa", True, "auto", "default", 4, api_name="/run")
+    assert final["state"] == "invalid" and "cache_impl=static" in final["message"]
+
+
+def test_compare_runs_a_then_b_and_compares(launched):
+    demo, _ = launched
+    job = client_for(demo).submit(prompt="The KV cache", model=TINY, a_use_cache=False, b_use_cache=True,
+                                  max_new_tokens=8, repeats=1, warmup=0, api_name="/compare")
+    outputs = [out for out in job]
+    final = job.result()
+    assert any(o["A"]["state"] == "running" and o["B"]["state"] == "waiting" for o in outputs)  # A first, B waits
+    assert final["A"]["record"]["use_cache"] is False and final["B"]["record"]["use_cache"] is True
+    assert final["A"]["record"]["kv_cache_mb"] == 0 and final["B"]["record"]["kv_cache_mb"] > 0
+    comparison = final["comparison"]
+    assert comparison["identical"] is True and comparison["decode_speedup_b_over_a"] > 0

@@ -1,0 +1,31 @@
+"""Charts: plain lists, error bars from repeats, one colour per run across figures, empty states."""
+
+from __future__ import annotations
+
+from playground.ui import charts
+from records import make_record
+
+
+def test_timing_figure_has_both_panels_with_error_bars():
+    records = [make_record(1), make_record(2, attn="eager", ttft_ms=30.0, ttft_ms_std=3.0)]
+    fig = charts.timing_figure(records)
+    ttft = [t for t in fig.data if t.xaxis == "x"]
+    decode = [t for t in fig.data if t.xaxis == "x2"]
+    assert [list(t.y) for t in ttft] == [[10.0], [30.0]] and [list(t.y) for t in decode] == [[200.0], [200.0]]
+    assert list(ttft[1].error_y.array) == [3.0]
+    assert ttft[1].name == "#2 eager fp32 cache dynamic"
+    assert ttft[0].marker.color == decode[0].marker.color  # the same run keeps its colour
+    assert "bdata" not in fig.to_json()  # plain lists, not numpy typed arrays
+
+
+def test_latency_figure_plots_positions_and_memory_figure_two_panels():
+    fig = charts.latency_figure([make_record(1)])
+    assert list(fig.data[0].x) == [1, 2, 3] and list(fig.data[0].y) == [5.0, 6.0, 7.0]
+    mem = charts.memory_figure([make_record(1)])
+    assert [list(t.y) for t in mem.data] == [[500.0], [0.1]]
+
+
+def test_empty_figures_explain_themselves():
+    for build in (charts.timing_figure, charts.latency_figure, charts.memory_figure):
+        fig = build([])
+        assert not fig.data and "Run something" in fig.layout.annotations[0].text

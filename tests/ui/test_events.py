@@ -1,0 +1,130 @@
+"""Event functions called directly, with the real engine on the tiny random model."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from conftest import TINY
+from playground.ui import events
+from playground.ui.settings import SIDES, comparisons
+
+SMALL = dict(model=TINY, prompt="Hello <b>there</b>", synthetic=False, prompt_tokens=16, new_tokens=6,
+             mode="benchmark", repeats=1, warmup=0, selection=[])
+
+
+def values(a: dict | None = None, b: dict | None = None, **shared) -> dict:
+    out = {**SMALL, **shared}
+    for side, changes in (("A", a or {}), ("B", b or {})):
+        column = {**dict(use_cache=True, cache_impl="dynamic", attn="sdpa", dtype="auto", compile="off"), **changes}
+        out.update({f"{side}.{k}": v for k, v in column.items()})
+    return out
+
+
+def test_run_a_vs_b_streams_then_fills_results(store):
+    app = events.Playground(store, TINY)
+    updates = list(events.run(app, values(a=dict(use_cache=False)), ("A", "B"), "s1"))
+    streaming, final = updates[:-1], updates[-1]
+    assert any("measuring" in u["status"] for u in streaming)
+    assert any('data-tokens="0"' not in u["pane_A"] for u in streaming)  # A streamed tokens before the end
+    assert any("state-running" in u["pane_B"] and "state-ok" in u["pane_A"] for u in streaming)  # A, then B
+    assert "state-ok" in final["pane_A"] and "state-ok" in final["pane_B"]
+    assert "identical tokens (6 of 6)" in final["summary"]  # greedy output is the same with and without a cache
+    assert "B vs A" in final["metrics"] and "Eval mode" in final["diagnostics"]
+    records = store.records()
+    assert [r.use_cache for r in records] == [True, False]  # newest first: B (cache on), then A
+    assert list(final["history"]["#"]) == [r.run_id for r in records]
+    assert final["selection"]["value"] == [r.run_id for r in records]
+    assert len(final["timing_chart"].data) == 4  # two runs x two panels
+
+
+def test_invalid_side_explains_and_the_other_still_runs(store):
+    app = events.Playground(store, TINY)
+    final = list(events.run(app, values(a=dict(compile="default")), ("A", "B"), "s1"))[-1]
+    assert "state-invalid" in final["pane_A"] and "cache_impl=static" in final["pane_A"]
+    assert "state-ok" in final["pane_B"]
+    assert len(store.records()) == 1  # only ok runs enter the history
+
+
+def test_run_a_only_leaves_b_idle(store):
+    app = events.Playground(store, TINY)
+    final = list(events.run(app, values(), ("A",), "s1"))[-1]
+    assert "state-ok" in final["pane_A"] and "state-waiting" in final["pane_B"]
+    assert "B vs A" not in final["metrics"]
+
+
+def test_stop_ends_the_run_and_skips_b(store):
+    app = events.Playground(store, TINY)
+    stream = events.run(app, values(new_tokens=400), ("A", "B"), "s1")
+    for update in stream:
+        if 'data-tokens="0"' not in update["pane_A"] and "state-running" in update["pane_A"]:
+            break
+    events.stop(app, "s1")
+    final = list(stream)[-1]
+    assert "state-stopped" in final["pane_A"] and "state-skipped" in final["pane_B"]
+    assert store.records() == []
+
+
+def test_closing_the_stream_frees_the_device(store):
+    """What Gradio does on Stop (`cancels=`): close the generator; the engine lock must be released."""
+    from playground.engine import DEVICE_LOCK
+
+    app = events.Playground(store, TINY)
+    stream = events.run(app, values(new_tokens=400), ("A", "B"), "s1")
+    for update in stream:
+        if 'data-tokens="0"' not in update["pane_A"] and "state-running" in update["pane_A"]:
+            break
+    stream.close()
+    assert DEVICE_LOCK.acquire(timeout=5)
+    DEVICE_LOCK.release()
+
+
+def test_side_notes_name_the_reason_an_option_cannot_run():
+    notes = events.side_notes(values(a=dict(attn="flash_attention_2", dtype="bf16")))
+    assert notes["note_A"].startswith("⛔") and "flash" in notes["note_A"]
+    assert notes["note_B"].startswith("✓ runs as sdpa")
+
+
+def test_comparison_presets_only_set_known_controls():
+    known = set(values()) | {"comparison_note"}
+    for name in comparisons():
+        update = events.apply_comparison(name)
+        assert set(update) <= known, name
+        assert all(f"{s}.attn" in update for s in SIDES)
+    kv = events.apply_comparison("KV cache: off vs on")
+    assert kv["A.use_cache"] is False and kv["B.use_cache"] is True
+
+
+def test_history_toggle_export_and_clear(store):
+    from records import make_record
+
+    for i in range(3):
+        store.add(make_record(None, attn=("eager", "sdpa", "sdpa")[i]))
+    view = events.history_view(store)
+    assert list(view["history"]["#"]) == [3, 2, 1] and view["selection"]["value"] == [3, 2, 1]
+    assert events.toggle_run(store, [3, 2, 1], 2)["selection"] == [3, 1]
+    assert events.toggle_run(store, [3, 1], 2)["selection"] == [3, 1, 2]
+    rows = json.loads(open(view["download_json"]).read())
+    assert [r["run_id"] for r in rows] == [3, 2, 1]
+    assert open(view["download_csv"]).read().splitlines()[0].startswith("model,attn")
+    assert "Delete all 3 run(s)" in events.ask_clear(store)["confirm_text"]
+    cleared = events.clear(store)
+    assert store.records() == [] and cleared["history"].empty and cleared["confirm_row"]["visible"] is False
+
+
+def test_stop_registry_is_per_session(store):
+    app = events.Playground(store, TINY)
+    mine, other = app.new_stop("me"), app.new_stop("you")
+    assert app.stop("me") and mine.is_set() and not other.is_set()
+    assert not app.stop("nobody")
+    assert isinstance(mine, threading.Event)
+
+
+def test_updates_are_throttled_by_the_clock(store):
+    from playground.ui.settings import ColumnSettings, SharedSettings, make_config
+    from playground.ui.streaming import run_sides
+
+    config = make_config(SharedSettings(model=TINY, prompt="hi", new_tokens=60, repeats=1, warmup=0),
+                         ColumnSettings())
+    frozen = sum(1 for _ in run_sides({"A": config}, store, threading.Event(), clock=lambda: 0.0))
+    assert frozen <= 6  # 60 tokens, yet only the start, the phase changes and the result yield

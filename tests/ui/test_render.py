@@ -1,0 +1,73 @@
+"""Rendering: model text stays text, numbers carry units, speedups and the checklist say the truth."""
+
+from __future__ import annotations
+
+from playground.ui import render
+from playground.ui.streaming import Pane
+from records import make_record
+
+
+def test_model_text_is_escaped_not_interpreted():
+    span = render.token_span("<script>alert(1)</script> ${x} `y` {{z}} & **b**", 0)
+    assert "<script>" not in span and "&lt;script&gt;" in span
+    assert "${" not in span and "`" not in span and "{{" not in span
+    assert "**b**" in span  # Markdown is not rendered either: it stays literal text
+
+
+def test_token_boundaries_alternate_shading():
+    assert 'class="tk tk0"' in render.token_span("a", 0)
+    assert 'class="tk tk1"' in render.token_span("b", 7)
+
+
+def test_numbers_have_units_and_std():
+    assert render.num(1234.5, "ms", 12.0) == "1,234 ± 12.0 ms"
+    assert render.num(3.14159, "tok/s") == "3.14 tok/s"
+    assert render.num(None, "MB") == "—"
+
+
+def test_speedup_direction_and_noise():
+    a = make_record(ttft_ms=20.0, ttft_ms_std=0.1, decode_tok_s=100.0, decode_tok_s_std=1.0)
+    b = make_record(ttft_ms=10.0, ttft_ms_std=0.1, decode_tok_s=50.0, decode_tok_s_std=1.0)
+    assert "B 2.00× faster" in render.speedup_text(a, b, "ttft_ms", higher_is_better=False)
+    assert "B 2.00× slower" in render.speedup_text(a, b, "decode_tok_s", higher_is_better=True)
+    noisy = make_record(ttft_ms=11.0, ttft_ms_std=5.0)
+    assert "within noise" in render.speedup_text(b, noisy, "ttft_ms", higher_is_better=False)
+
+
+def test_metrics_table_shows_units_kernels_and_speedup_column():
+    html = render.metrics_table({"A": make_record(1), "B": make_record(2, decode_tok_s=400.0)})
+    for text in ("ms", "tok/s", "MB", "B vs A", "aten::_scaled_dot_product_flash_attention_for_cpu", "B 2.00× faster"):
+        assert text in html
+
+
+def test_checklist_catches_unused_cache_and_missing_flash():
+    rows = {check: mark for mark, check, _ in render.checklist(make_record(use_cache=True, kv_cache_mb=0.0))}
+    assert rows["KV cache really used"] == "✗"
+    flash = make_record(attn="flash_attention_2", attn_families={"prefill": ["sdpa-math"], "decode": ["sdpa-math"]},
+                        fallback="decode: requested flash_attention_2 but sdpa-math ran")
+    rows = {check: mark for mark, check, _ in render.checklist(flash)}
+    assert rows["FlashAttention really active"] == "✗" and rows["No fallback"] == "✗"
+    assert rows["Warm-up done"] == "✓"
+
+
+def test_summary_reports_identical_tokens_and_first_difference():
+    panes = {s: Pane(s, "t") for s in "AB"}
+    panes["A"].finish(make_record(1))
+    panes["B"].finish(make_record(2))
+    assert "identical tokens (4 of 4)" in render.summary_html(panes)
+    panes["B"].finish(make_record(2, output_ids=[5, 6, 9, 9]))
+    assert "first differ at token 2" in render.summary_html(panes)
+
+
+def test_fallback_is_a_visible_warning_in_the_pane():
+    pane = Pane("A", "t")
+    pane.finish(make_record(fallback="prefill: requested sdpa:flash but sdpa-math ran"))
+    html = pane.html()
+    assert "note warn" in html and "sdpa-math ran" in html and "text is noise" in html
+
+
+def test_live_pane_resends_a_bounded_window():
+    pane = Pane("A", "t", state="running", chunks=[render.token_span("x", i) for i in range(5000)])
+    live = render.pane_html(pane, live=True)
+    assert live.count('class="tk ') == render.LIVE_WINDOW_TOKENS
+    assert "4,600 earlier tokens not shown" in live
