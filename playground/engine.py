@@ -32,10 +32,11 @@ import torch
 from transformers import CompileConfig, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from playground import capabilities, kernels
+from playground import capabilities, kernels, memory
 from playground.config import ConfigError, RunConfig
 from playground.hardware import memory_bandwidth_gb_s, synchronize
-from playground.loader import MODELS, LoadedModel, LoadError, ModelCache
+from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
+                               load_config, model_source)
 from playground.metrics import PassTiming, summarize
 from playground.record import RunRecord, environment
 
@@ -83,6 +84,7 @@ class PassOutput:
     ids: list[int]
     kv_cache_bytes: int
     peak_mem_bytes: int
+    inference_mode: bool
     phases: dict[str, kernels.PhaseKernels] = field(default_factory=dict)
 
 
@@ -236,6 +238,7 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
             if lm.device == "cuda":
                 torch.cuda.reset_peak_memory_stats()
             with torch.inference_mode(), _sdpa_context(config.sdpa_backend):
+                result["inference_mode"] = torch.is_inference_mode_enabled()
                 synchronize(lm.device)
                 result["call_start"] = time.perf_counter()
                 if profile:
@@ -278,7 +281,8 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
     if not recorder.times:
         raise RuntimeError("generate produced no tokens")
     timing = PassTiming(recorder.prefill_start, tuple(recorder.times), result["end"], result["call_start"])
-    return PassOutput(timing, recorder.ids, result["kv"], result["mem"], result.get("phases", {}))
+    return PassOutput(timing, recorder.ids, result["kv"], result["mem"], result["inference_mode"],
+                      result.get("phases", {}))
 
 
 def _prompt_ids(config: RunConfig, lm: LoadedModel) -> torch.Tensor:
@@ -334,6 +338,9 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
     if config.compile != "off":
         record.compile_s = max(0.0, cold.timing.e2e_ms - e2e.mean) / 1e3
     record.peak_mem_mb = max(p.peak_mem_bytes for p in steady) / 2**20
+    record.peak_mem_kind = "cuda_max_allocated" if lm.device == "cuda" else "process_rss"
+    record.inference_mode = all(p.inference_mode for p in steady)
+    record.model_training = lm.model.training
     record.kv_cache_mb = steady[-1].kv_cache_bytes / 2**20
     record.output_ids = steady[-1].ids
     record.output_text = lm.tokenizer.decode(steady[-1].ids, skip_special_tokens=True)
@@ -360,9 +367,24 @@ def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) ->
     record.fallback = "; ".join(notes) or None
 
 
+def _check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str) -> None:
+    """Refuse, with the numbers, a run whose weights and KV cache cannot fit in free memory."""
+    key = cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code)
+    # before tokenizing, a text prompt has at most one token per UTF-8 byte (plus specials)
+    prompt_tokens = config.prompt_tokens or len(config.prompt.encode("utf-8")) + 2
+    model_config = load_config(config.model, config.trust_remote_code)
+    try:
+        est = memory.estimate(config, model_config, device, dtype, prompt_tokens, models.held_bytes,
+                              reuse=models.holds(key))
+    except ValueError as exc:  # e.g. a config that AutoModelForCausalLM cannot build
+        raise LoadError(explain_load_error(config.model, model_source(config.model), exc)) from exc
+    memory.refuse_if_too_big(est, device, prompt_tokens + config.new_tokens, config.batch_size)
+
+
 def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
     device, dtype = capabilities.check(config)
     record.device_effective, record.dtype_effective = device, dtype
+    _check_memory(config, models, device, dtype)
     yield Phase("loading", f"{config.model} ({dtype}, {config.transformers_attn}) on {device}")
     lm, reused = models.get(config.model, device, dtype, config.transformers_attn, config.trust_remote_code)
     record.model_source, record.random_weights, record.num_params = lm.source, lm.random_weights, lm.num_params
@@ -392,6 +414,12 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         _fill_kernels(record, config, profiled)
 
 
+def _stage_name(phase: Phase) -> str:
+    if phase.phase == "loading":
+        return "loading the model"
+    return f"running {phase.phase} {phase.index}/{phase.total}" if phase.total else f"{phase.phase}"
+
+
 def _describe_failure(exc: Exception, config: RunConfig) -> str:
     """The exception in the user's terms, with where it came from when it says nothing itself."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -412,9 +440,13 @@ def generate(config: RunConfig, stop: threading.Event | None = None, models: Mod
     """
     stop = stop or threading.Event()
     record = _blank_record(config)
+    stage = "checking the request"
     with DEVICE_LOCK:
         try:
-            yield from _measure(config, record, stop, models)
+            for event in _measure(config, record, stop, models):
+                if isinstance(event, Phase):
+                    stage = _stage_name(event)
+                yield event
         except ConfigError as exc:
             record.status, record.reason = "invalid", str(exc)
         except LoadError as exc:
@@ -424,8 +456,9 @@ def generate(config: RunConfig, stop: threading.Event | None = None, models: Mod
         except torch.cuda.OutOfMemoryError as exc:
             models.clear()
             record.status = "error"
-            record.reason = (f"CUDA out of memory ({str(exc).splitlines()[0][:160]}); lower the prompt length, new "
-                             "tokens or batch size, or pick a smaller model or dtype. Memory was freed.")
+            record.reason = (f"the GPU ran out of memory while {stage} ({str(exc).splitlines()[0][:160]}); lower "
+                             "the prompt length, new tokens or batch size, or pick a smaller model or dtype. "
+                             "The model was unloaded and its memory freed.")
         except Exception as exc:  # any other failure becomes a clear record; the caller keeps serving
             log.exception("run failed: %s", config)
             record.status, record.reason = "error", _describe_failure(exc, config)

@@ -74,7 +74,7 @@ def _build_preset(name: str, device: str, dtype: str, attn: str):
     return model, noise_tokenizer(config.vocab_size)
 
 
-def _explain(name: str, source: str, exc: Exception) -> str:
+def explain_load_error(name: str, source: str, exc: Exception) -> str:
     text = str(exc)
     if isinstance(exc, json.JSONDecodeError) or "valid JSON" in text or "JSONDecodeError" in text:
         return f"{name}: config.json is not valid JSON ({text.splitlines()[0]})"
@@ -103,8 +103,28 @@ def _from_pretrained(name: str, source: str, device: str, dtype: str, attn: str,
             device_map=device,
         )
     except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
-        raise LoadError(_explain(name, source, exc)) from exc
+        raise LoadError(explain_load_error(name, source, exc)) from exc
     return model, tokenizer
+
+
+def load_config(name: str, trust_remote_code: bool = False):
+    """The model's config alone (no weights): enough to size memory before anything loads."""
+    from transformers import AutoConfig
+
+    source = model_source(name)
+    if source == "preset" and PRESETS[name].random_weights:
+        return preset_config(PRESETS[name])
+    path = str(PRESETS[name].path) if source == "preset" else str(Path(name).expanduser()) if source == "local" else name
+    if source == "local" and not (Path(path) / "config.json").is_file():
+        raise LoadError(f"{name} is not a model directory: it has no config.json")
+    try:
+        return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
+        raise LoadError(explain_load_error(name, source, exc)) from exc
+
+
+def cache_key(name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False) -> tuple:
+    return (name, device, dtype, attn, trust_remote_code)
 
 
 class ModelCache:
@@ -116,7 +136,7 @@ class ModelCache:
 
     def get(self, name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False) -> tuple[LoadedModel, bool]:
         """Return (model, reused)."""
-        key = (name, device, dtype, attn, trust_remote_code)
+        key = cache_key(name, device, dtype, attn, trust_remote_code)
         with self._lock:
             if self._loaded is not None and self._loaded.key == key:
                 return self._loaded, True
@@ -139,6 +159,14 @@ class ModelCache:
                 attn_effective=str(getattr(model.config, "_attn_implementation", attn)),
             )
             return self._loaded, False
+
+    def holds(self, key: tuple) -> bool:
+        return self._loaded is not None and self._loaded.key == key
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the loaded model's weights (freed when another model replaces it)."""
+        return self._loaded.param_bytes if self._loaded is not None else 0
 
     def clear(self) -> None:
         """Drop the model and give its memory back to the device."""

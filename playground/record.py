@@ -43,6 +43,8 @@ class RunRecord:
     random_weights: bool | None = None
     num_params: int | None = None
     compiled: str = ""
+    model_training: bool | None = None  # model.training during the run (False = eval mode)
+    inference_mode: bool | None = None  # torch.is_inference_mode_enabled() inside generate
     # steady-state figures: mean and sample std over the repeats
     ttft_ms: float | None = None
     ttft_ms_std: float | None = None
@@ -63,6 +65,7 @@ class RunRecord:
     compile_s: float | None = None
     # memory and hardware use
     peak_mem_mb: float | None = None
+    peak_mem_kind: str | None = None  # cuda_max_allocated | process_rss
     kv_cache_mb: float | None = None
     gpu_busy_pct: float | None = None
     bandwidth_gb_s: float | None = None

@@ -1,0 +1,78 @@
+"""Will it fit? A pre-flight estimate of weights and KV cache against free device memory.
+
+Loading an 8B model into a 24 GB GPU, or asking for a 128k-token cache, should be refused in a
+second with the numbers, not after a minute of loading and an out-of-memory crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psutil
+import torch
+
+from playground.config import ConfigError, RunConfig
+
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+HEADROOM = 1.15  # activations, allocator slack and the logits of the last step
+
+
+@dataclass(frozen=True)
+class Estimate:
+    weights_bytes: int
+    kv_bytes: int
+    free_bytes: int
+
+    @property
+    def needed_bytes(self) -> int:
+        return int((self.weights_bytes + self.kv_bytes) * HEADROOM)
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes <= self.free_bytes
+
+
+def parameter_count(model_config) -> int:
+    """Exact parameter count of any causal-LM config, by building it on the meta device (no memory)."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(model_config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def kv_cache_bytes(model_config, tokens: int, batch_size: int, dtype: str) -> int:
+    """Keys and values for every layer: 2 x layers x kv_heads x head_dim x tokens x batch x bytes."""
+    text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+    layers = getattr(text, "num_hidden_layers", 0)
+    heads = getattr(text, "num_attention_heads", 0) or 1
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or getattr(text, "hidden_size", 0) // heads
+    return 2 * layers * kv_heads * head_dim * tokens * batch_size * DTYPE_BYTES[dtype]
+
+
+def free_bytes(device: str) -> int:
+    if device == "cuda":
+        return torch.cuda.mem_get_info()[0]
+    return psutil.virtual_memory().available
+
+
+def estimate(config: RunConfig, model_config, device: str, dtype: str, prompt_tokens: int,
+             loaded_bytes: int, reuse: bool) -> Estimate:
+    """Memory the run needs beyond what is held now; a loaded model being replaced counts as free."""
+    weights = 0 if reuse else parameter_count(model_config) * DTYPE_BYTES[dtype]
+    tokens = prompt_tokens + config.new_tokens
+    kv = kv_cache_bytes(model_config, tokens, config.batch_size, dtype) if config.use_cache else 0
+    available = free_bytes(device) + (0 if reuse else loaded_bytes)
+    return Estimate(weights, kv, available)
+
+
+def refuse_if_too_big(est: Estimate, device: str, tokens: int, batch_size: int) -> None:
+    if est.fits:
+        return
+    gb = 1e9
+    raise ConfigError(
+        f"this run needs about {est.needed_bytes / gb:.1f} GB on {device} (weights {est.weights_bytes / gb:.1f} GB + "
+        f"KV cache {est.kv_bytes / gb:.1f} GB for {batch_size} x {tokens} tokens, plus {HEADROOM - 1:.0%} headroom) "
+        f"but only {est.free_bytes / gb:.1f} GB is free; pick a smaller model or dtype, fewer tokens or a smaller batch"
+    )
