@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
-from playground.config import (ATTENTIONS, CACHE_IMPLS, COMPILE_MODES, DEVICES, DTYPES, MODES, ConfigError,
+from playground.config import (ATTENTIONS, BACKENDS, CACHE_IMPLS, COMPILE_MODES, DEVICES, DTYPES, MODES, ConfigError,
                                RunConfig)
 from playground.presets import DEFAULT_MODEL, PRESETS
 from playground.printers import PRINTERS, to_jsonl
 from playground.record import RunRecord
 
 # Swept fields in loop order, slowest first: load-time settings outermost.
-SWEPT = ("model", "device", "dtype", "attn", "use_cache", "cache_impl", "compile", "prompt_tokens", "new_tokens",
+SWEPT = ("model", "device", "dtype", "attn", "backend", "use_cache", "cache_impl", "compile", "prompt_tokens", "new_tokens",
          "batch_size")
 
 
@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     b.add_argument("--model", type=_list_of(str), default=[DEFAULT_MODEL], help="presets, hub ids or local dirs")
     b.add_argument("--attn", type=_list_of(str, ATTENTIONS), default=["sdpa"])
+    b.add_argument("--backend", type=_list_of(str, BACKENDS), default=["transformers"],
+                   help="transformers generate, or the fast static-cache decoder")
     b.add_argument("--cache", type=_list_of(_on_off, ("on", "off")), default=[True], help="KV cache on,off")
     b.add_argument("--cache-impl", type=_list_of(str, CACHE_IMPLS), default=["dynamic"])
     b.add_argument("--dtype", type=_list_of(str, DTYPES), default=["auto"])
@@ -88,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_set(args: argparse.Namespace) -> list[dict]:
     """The Cartesian product of the swept options, as RunConfig keyword sets."""
     lists = {
-        "model": args.model, "device": args.device, "dtype": args.dtype, "attn": args.attn,
+        "model": args.model, "device": args.device, "dtype": args.dtype, "attn": args.attn, "backend": args.backend,
         "use_cache": args.cache, "cache_impl": args.cache_impl, "compile": args.compile,
         "prompt_tokens": args.prompt_tokens or [None], "new_tokens": args.new_tokens, "batch_size": args.batch_size,
     }
@@ -106,7 +108,7 @@ def run_set(args: argparse.Namespace) -> list[dict]:
 
 
 def invalid_record(fields: dict, reason: str) -> RunRecord:
-    keep = ("model", "attn", "use_cache", "cache_impl", "dtype", "compile", "device", "batch_size", "prompt_tokens",
+    keep = ("model", "backend", "attn", "use_cache", "cache_impl", "dtype", "compile", "device", "batch_size", "prompt_tokens",
             "new_tokens", "mode", "repeats", "warmup")
     return RunRecord(**{k: fields[k] for k in keep}, status="invalid", reason=reason, config=fields)
 
@@ -123,7 +125,8 @@ def run_bench(args: argparse.Namespace) -> list[RunRecord]:
     combos = run_set(args)
     with tqdm(combos, desc="bench", unit="run", file=sys.stderr, dynamic_ncols=True) as bar:
         for fields in bar:
-            bar.set_postfix_str(f"{fields['model']} {fields['attn']} cache={'on' if fields['use_cache'] else 'off'} "
+            bar.set_postfix_str(f"{fields['model']} {fields['backend']} {fields['attn']} "
+                                f"cache={'on' if fields['use_cache'] else 'off'} "
                                 f"{fields['dtype']} compile={fields['compile']}")
             try:
                 record = run(RunConfig(**fields))

@@ -30,6 +30,7 @@ CACHE_IMPLS = ("dynamic", "static")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 DEVICES = ("auto", "cpu", "cuda")
 MODES = ("benchmark", "free")
+BACKENDS = ("transformers", "fast")
 
 # The flash-attn packages have fp16/bf16 kernels only: asking for them in fp32 cannot work anywhere.
 FLASH_PACKAGE_ATTENTIONS = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
@@ -51,6 +52,7 @@ def _is_int(value: Any) -> bool:
 @dataclass(frozen=True)
 class RunConfig:
     model: str = "stdlib-llama-tiny"
+    backend: str = "transformers"
     dtype: str = "auto"
     attn: str = "sdpa"
     use_cache: bool = True
@@ -82,6 +84,7 @@ class RunConfig:
             ("compile", COMPILE_MODES),
             ("device", DEVICES),
             ("mode", MODES),
+            ("backend", BACKENDS),
         ):
             value = getattr(self, name)
             if value not in allowed:
@@ -140,6 +143,13 @@ class RunConfig:
                     f"compile={self.compile} needs warmup >= 1: the first call compiles, and without a warm-up "
                     "that time would land in the measured repeats"
                 )
+        if self.backend == "fast":
+            if not (self.use_cache and self.cache_impl == "static"):
+                raise ConfigError("backend=fast always decodes from its own static KV cache: set use_cache on and "
+                                  "cache_impl=static")
+            if not self.attn.startswith("sdpa"):
+                raise ConfigError(f"backend=fast computes attention with SDPA only: choose sdpa or sdpa:<backend>, "
+                                  f"not {self.attn}")
         if self.dtype == "fp32" and self.attn in FLASH_PACKAGE_ATTENTIONS:
             raise ConfigError(f"attn={self.attn} runs only in fp16 or bf16; choose dtype fp16 or bf16 (or auto on a GPU)")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import queue
 import threading
@@ -34,6 +35,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from playground import capabilities, kernels, memory
 from playground.config import ConfigError, RunConfig
+from playground.fast import fast_generate, unsupported_reason
 from playground.hardware import memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
                                load_config, model_source)
@@ -231,6 +233,9 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
     result: dict[str, Any] = {}
     kwargs = _generate_kwargs(config, lm, input_ids, new_tokens)
     kwargs.update(streamer=recorder, stopping_criteria=StoppingCriteriaList([_StopOnEvent(stop)]))
+    generate_fn = lm.model.generate
+    if config.backend == "fast":
+        generate_fn = functools.partial(fast_generate, lm.model, compile_mode=config.compile)
 
     def work() -> None:
         try:
@@ -246,10 +251,10 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
                     if lm.device == "cuda":
                         activities.append(torch.profiler.ProfilerActivity.CUDA)
                     with torch.profiler.profile(activities=activities) as prof:
-                        out = lm.model.generate(**kwargs)
+                        out = generate_fn(**kwargs)
                     result["phases"] = kernels.phases_from_profile(prof)
                 else:
-                    out = lm.model.generate(**kwargs)
+                    out = generate_fn(**kwargs)
                 synchronize(lm.device)
                 result["end"] = time.perf_counter()
             result["kv"] = _cache_bytes(out.past_key_values)
@@ -306,7 +311,7 @@ def _prompt_ids(config: RunConfig, lm: LoadedModel) -> torch.Tensor:
 
 def _blank_record(config: RunConfig) -> RunRecord:
     return RunRecord(
-        model=config.model, attn=config.attn, use_cache=config.use_cache, cache_impl=config.cache_impl,
+        model=config.model, backend=config.backend, attn=config.attn, use_cache=config.use_cache, cache_impl=config.cache_impl,
         dtype=config.dtype, compile=config.compile, device=config.device, batch_size=config.batch_size,
         prompt_tokens=config.prompt_tokens, new_tokens=config.new_tokens, mode=config.mode,
         repeats=config.repeats, warmup=config.warmup, label=config.label, config=config.to_dict(),
@@ -316,6 +321,9 @@ def _blank_record(config: RunConfig) -> RunRecord:
 def _compiled_description(config: RunConfig, lm: LoadedModel) -> str:
     if config.compile == "off":
         return ""
+    if config.backend == "fast":
+        return (f"decode step: torch.compile(decode_one_token, mode={config.compile}, fullgraph=True) by the fast "
+                "backend, replayed as one CUDA graph per token; prefill compiled with dynamic shapes")
     if getattr(lm.model, "_compiled_call", None) is None:
         return ""
     return (f"decode step: torch.compile(model.__call__, mode={config.compile}) by transformers generate; "
@@ -394,6 +402,11 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         record.fallback = f"transformers loaded attn_implementation={lm.attn_effective} instead of {config.transformers_attn}"
     input_ids = _prompt_ids(config, lm)
     record.prompt_tokens = input_ids.shape[1]
+    if config.backend == "fast":
+        reason = unsupported_reason(lm.model, total_tokens=input_ids.shape[1] + config.new_tokens,
+                                    compile_mode=config.compile)
+        if reason:
+            raise ConfigError(f"backend=fast cannot run this: {reason}")
 
     passes = [("warmup", i + 1, config.warmup) for i in range(config.warmup)]
     passes += [("repeat", i + 1, config.repeats) for i in range(config.repeats)]

@@ -14,7 +14,7 @@ from playground.record import RunRecord
 
 # Fields of the flat JSON/CSV row, in order. Nested fields (kernels, env, ids) stay nested in JSON.
 ROW_FIELDS = (
-    "run_id", "created_at", "label", "model", "attn", "attn_effective", "use_cache", "cache_impl", "dtype",
+    "run_id", "created_at", "label", "model", "backend", "attn", "attn_effective", "use_cache", "cache_impl", "dtype",
     "dtype_effective", "compile", "compiled", "device", "device_effective", "batch_size", "prompt_tokens",
     "new_tokens", "tokens_generated", "mode", "repeats", "warmup", "status", "reason", "ttft_ms", "ttft_ms_std",
     "decode_tok_s", "decode_tok_s_std", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "e2e_ms", "e2e_ms_std",
@@ -25,7 +25,7 @@ JSON_EXTRA = ("attn_kernels", "attn_families", "output_ids", "env", "config")
 
 # Markdown: settings columns appear only when they vary; figures always appear.
 SETTING_COLUMNS = (
-    ("model", "model"), ("attn", "attn"), ("use_cache", "cache"), ("cache_impl", "cache impl"),
+    ("model", "model"), ("backend", "backend"), ("attn", "attn"), ("use_cache", "cache"), ("cache_impl", "cache impl"),
     ("dtype_effective", "dtype"), ("compile", "compile"), ("device_effective", "device"),
     ("batch_size", "batch"), ("prompt_tokens", "prompt"), ("new_tokens", "new"),
 )

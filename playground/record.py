@@ -33,6 +33,7 @@ class RunRecord:
     mode: str
     repeats: int
     warmup: int
+    backend: str = "transformers"
     status: str = "ok"  # ok | invalid | error | stopped
     reason: str = ""
     label: str = ""
@@ -99,7 +100,8 @@ class RunRecord:
             return self.label
         cache = f"cache {self.cache_impl}" if self.use_cache else "no cache"
         comp = "" if self.compile == "off" else f" compile:{self.compile}"
-        return f"{self.attn} {self.dtype_effective or self.dtype} {cache}{comp}"
+        fast = "fast " if self.backend == "fast" else ""
+        return f"{fast}{self.attn} {self.dtype_effective or self.dtype} {cache}{comp}"
 
 
 def compare_outputs(a: RunRecord, b: RunRecord) -> dict[str, Any]:

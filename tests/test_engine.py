@@ -154,3 +154,17 @@ def test_compile_is_reported_and_timed_apart_from_steady_state():
 def test_unusual_prompts_run(prompt):
     record = run(RunConfig(prompt=prompt, **dict(TINY, repeats=1)))
     assert record.status == "ok"
+
+
+def test_fast_backend_streams_the_same_greedy_tokens_as_transformers():
+    base = dict(TINY, prompt="same tokens, two backends", cache_impl="static", new_tokens=16)
+    hf = run(RunConfig(backend="transformers", **base))
+    fast = run(RunConfig(backend="fast", **base))
+    assert hf.status == fast.status == "ok", fast.reason
+    assert fast.output_ids == hf.output_ids and fast.backend == "fast"
+    assert fast.attn_families["decode"] == ["sdpa-flash"] and fast.kv_cache_mb > 0
+
+
+def test_fast_backend_refuses_what_it_cannot_run():
+    record = run(RunConfig(backend="fast", prompt="x", cache_impl="static", compile="default", **TINY))
+    assert record.status == "invalid" and "backend=fast cannot run this" in record.reason

@@ -1,0 +1,14 @@
+"""A gpt-fast-style decoder for Llama-family Hugging Face models: the `fast` generation backend.
+
+Plain `generate` spends most of a batch-1 decode step in Python and kernel launches. This package
+runs the same weights (the loaded model's own modules, nothing copied) through a static KV cache
+and a single-token step written as a pure function of tensors, so that on CUDA
+`torch.compile(mode="reduce-overhead")` replays the whole step as one CUDA graph.
+
+    from playground.fast import fast_generate, unsupported_reason
+"""
+
+from playground.fast.generate import FastOutput, fast_generate
+from playground.fast.support import SUPPORTED_ARCHITECTURES, unsupported_reason
+
+__all__ = ["FastOutput", "SUPPORTED_ARCHITECTURES", "fast_generate", "unsupported_reason"]

@@ -1,0 +1,141 @@
+"""The forward pass of a Llama-family decoder over a static KV cache, as plain functions of tensors.
+
+These functions call the model's own modules (projections, norms, MLP, embeddings, head), so the
+weights are the loaded ones and numerics follow transformers op for op. What differs is the
+plumbing: the cache is a fixed-size buffer written in place, positions are a tensor, and the
+decode step has no Python branch that depends on data, so `torch.compile(fullgraph=True)` traces it
+as one graph and "reduce-overhead" replays that graph as one CUDA graph per token.
+
+Attention goes through `scaled_dot_product_attention`, so an `sdpa_kernel` context chooses the
+kernel. Prefill starts at position 0 of an empty cache and attends only to the prompt with
+`is_causal=True` (every SDPA backend takes that). A decode step attends to the whole cache with a
+boolean mask of the filled positions; grouped-query heads are handled by folding the query heads
+of a group into the query-length axis, (batch, heads, 1, d) -> (batch, kv_heads, group, d), so the
+cache is never repeated per head and any mask-capable backend can run it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from playground.fast.state import LayerKV, StaticState
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (..., seq, head_dim) rotated by cos/sin (seq, head_dim); the same ops as transformers."""
+    return x * cos + rotate_half(x) * sin
+
+
+def project_qkv(attn, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """h (batch, seq, hidden) -> q (batch, heads, seq, d), k and v (batch, kv_heads, seq, d), rope applied."""
+    batch, seq, _ = h.shape
+    shape = (batch, seq, -1, attn.head_dim)
+    q = attn.q_proj(h).view(shape).transpose(1, 2)
+    k = attn.k_proj(h).view(shape).transpose(1, 2)
+    v = attn.v_proj(h).view(shape).transpose(1, 2)
+    return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+
+def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV) -> torch.Tensor:
+    """Store the prompt's k/v at positions [0, seq) and attend causally within the prompt: (batch, heads, seq, d)."""
+    seq = q.shape[2]
+    kv.keys[:, :, :seq] = k
+    kv.values[:, :, :seq] = v
+    gqa = {"enable_gqa": True} if attn.num_key_value_groups > 1 else {}
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.scaling, **gqa)
+
+
+def attend_decode(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV,
+                  pos: torch.Tensor) -> torch.Tensor:
+    """Store one token's k/v at `pos` (1,) and attend to cache positions <= pos: (batch, heads, 1, d)."""
+    kv.keys.index_copy_(2, pos, k)
+    kv.values.index_copy_(2, pos, v)
+    batch, heads, _, head_dim = q.shape
+    kv_heads, cache_len = kv.keys.shape[1], kv.keys.shape[2]
+    visible = (torch.arange(cache_len, device=pos.device) <= pos).view(1, 1, 1, cache_len)
+    grouped = q.reshape(batch, kv_heads, heads // kv_heads, head_dim)  # query heads of a group as query rows
+    out = F.scaled_dot_product_attention(grouped, kv.keys, kv.values, attn_mask=visible, scale=attn.scaling)
+    return out.reshape(batch, heads, 1, head_dim)
+
+
+def decoder_layer(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend) -> torch.Tensor:
+    """One pre-norm block: x + attention(norm(x)), then + mlp(norm(x)). x (batch, seq, hidden)."""
+    attn = layer.self_attn
+    q, k, v = project_qkv(attn, layer.input_layernorm(x), cos, sin)
+    out = attend(attn, q, k, v)  # (batch, heads, seq, d)
+    x = x + attn.o_proj(out.transpose(1, 2).reshape(*x.shape[:2], -1))
+    return x + layer.mlp(layer.post_attention_layernorm(x))
+
+
+def last_logits(model, x: torch.Tensor) -> torch.Tensor:
+    """Final norm and head on the last position only: (batch, vocab) float32, as generate upcasts them."""
+    return model.lm_head(model.model.norm(x[:, -1:]))[:, -1].float()
+
+
+def select_token(logits: torch.Tensor, pos: torch.Tensor, state: StaticState, sample: bool) -> torch.Tensor:
+    """Next ids (batch,) from logits (batch, vocab) computed at input position `pos` (1,).
+
+    EOS is masked while `pos < eos_until` (min_new_tokens, as transformers does); sampling uses the
+    exponential-race form of multinomial (argmax of p / Exp(1)), which needs no host sync and runs
+    inside a CUDA graph. Rows that already ended get the pad id.
+    """
+    logits = logits.masked_fill(state.eos_mask & (pos < state.eos_until), float("-inf"))
+    if sample:
+        probs = torch.softmax(logits / state.temperature, dim=-1)
+        token = torch.argmax(probs / torch.empty_like(probs).exponential_(1), dim=-1)
+    else:
+        token = torch.argmax(logits, dim=-1)
+    token = torch.where(state.finished, state.pad_id, token)
+    state.finished |= state.eos_mask[token]
+    return token
+
+
+def run_layers(model, state: StaticState, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+               attend) -> torch.Tensor:
+    """All decoder layers, each attending with `attend` over its own slice of the cache."""
+    for layer, kv in zip(model.model.layers[: model.config.num_hidden_layers], state.layers):
+        x = decoder_layer(layer, x, cos, sin, functools.partial(attend, kv=kv))
+    return x
+
+
+def prefill(model, state: StaticState, input_ids: torch.Tensor, sample: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fill the cache with the prompt (batch, seq) and pick the first new token.
+
+    Returns (token (batch,), logits (batch, vocab)); leaves `state.pos` at seq, where the first
+    decode step reads that token.
+    """
+    seq = input_ids.shape[1]
+    state.tokens[:, :seq] = input_ids
+    x = run_layers(model, state, model.model.embed_tokens(input_ids), state.cos[:seq], state.sin[:seq], attend_prefill)
+    logits = last_logits(model, x)
+    last = state.pos.new_full((1,), seq - 1)  # a tensor, so a compiled prefill stays generic in seq
+    token = select_token(logits, last, state, sample)
+    state.tokens.index_copy_(1, last + 1, token[:, None])
+    state.pos.copy_(last + 1)
+    return token, logits
+
+
+def decode_one_token(model, state: StaticState, sample: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """One decode step, entirely on device: read the token at `state.pos`, write the next at pos + 1.
+
+    Returns (token (batch,), logits (batch, vocab)) and advances `state.pos` by one. Every tensor it
+    touches lives in `state` or the model, so a CUDA graph of it needs no input copies.
+    """
+    pos = state.pos
+    token = state.tokens.index_select(1, pos)  # (batch, 1)
+    cos, sin = state.cos.index_select(0, pos), state.sin.index_select(0, pos)  # (1, d)
+    attend = functools.partial(attend_decode, pos=pos)
+    x = run_layers(model, state, model.model.embed_tokens(token), cos, sin, attend)
+    logits = last_logits(model, x)
+    next_token = select_token(logits, pos, state, sample)
+    state.tokens.index_copy_(1, pos + 1, next_token[:, None])
+    state.pos.add_(1)
+    return next_token, logits

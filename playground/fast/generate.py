@@ -1,0 +1,194 @@
+"""`fast_generate`: a drop-in for `model.generate` on the paths the engine uses, over the fast decoder.
+
+Per token the host does only this: call the (compiled) step, and, when someone listens, read the
+new ids back for the streamer, the stopping criteria and the EOS check. Everything else (cache
+writes, position, EOS masking for min_new_tokens, sampling, padding of ended rows) happens on the
+device inside the step.
+
+Prefill runs eager unless compiling: then it is compiled once with dynamic shapes (no CUDA graphs,
+whose fixed shapes would mean one graph per prompt length). Prefill at a real prompt length is
+compute-bound, so launch overhead matters little there; the decode step is where graphs pay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from playground.fast.forward import decode_one_token, prefill
+from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
+from playground.fast.support import unsupported_reason
+
+# torch.compile mode of the prefill for each requested mode: no CUDA graphs for variable lengths
+PREFILL_COMPILE_MODES = {"default": None, "reduce-overhead": None, "max-autotune": "max-autotune-no-cudagraphs"}
+COMPILE_MODES = ("off", *PREFILL_COMPILE_MODES)
+
+
+@dataclass
+class FastOutput:
+    sequences: torch.Tensor  # (batch, prompt + generated) int64, like generate's
+    past_key_values: StaticState  # `.layers[i].keys/.values`: the static cache (whole allocation)
+    state_reused: bool  # the cache (and any compiled graphs) came from an earlier run of this shape
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return self.past_key_values.kv_cache_bytes
+
+
+def sdpa_backends_enabled() -> tuple[bool, ...]:
+    """The SDPA backends an `sdpa_kernel` context leaves on: a compiled graph bakes in the kernel it chose."""
+    cuda = torch.backends.cuda
+    return (cuda.flash_sdp_enabled(), cuda.mem_efficient_sdp_enabled(), cuda.cudnn_sdp_enabled(),
+            cuda.math_sdp_enabled())
+
+
+def compiled_steps(state: StaticState, compile_mode: str, compile_prefill: bool) -> tuple[Callable, Callable]:
+    """(prefill, decode_one_token) for `compile_mode`, compiled once per state and SDPA choice and kept with it."""
+    if compile_mode == "off":
+        return prefill, decode_one_token
+    key = (compile_mode, compile_prefill, sdpa_backends_enabled())
+    if key not in state.compiled:
+        mark_static(state)
+        step = torch.compile(decode_one_token, mode=compile_mode, fullgraph=True)
+
+        def decode_step(model, state, sample):
+            torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are no longer read
+            return step(model, state, sample)
+
+        prefill_fn = prefill
+        if compile_prefill:
+            prefill_fn = torch.compile(prefill, mode=PREFILL_COMPILE_MODES[compile_mode], dynamic=True, fullgraph=True)
+        state.compiled[key] = (prefill_fn, decode_step)
+    return state.compiled[key]
+
+
+def _eos_ids(model, eos_token_id) -> list[int]:
+    if eos_token_id is None:
+        eos_token_id = model.generation_config.eos_token_id
+    if eos_token_id is None:
+        return []
+    return [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
+
+
+def _reset(state: StaticState, eos: list[int], eos_until: int, pad_id: int, temperature: float) -> None:
+    """Per-run settings, written in place so compiled graphs see them."""
+    state.eos_mask.zero_()
+    if eos:
+        state.eos_mask[torch.tensor(eos, device=state.eos_mask.device)] = True
+    state.eos_until.fill_(eos_until)
+    state.pad_id.fill_(pad_id)
+    state.finished.zero_()
+    state.temperature.fill_(temperature)
+
+
+def _stop_requested(criteria: Sequence[Callable], ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """(batch,) bool: rows any criterion ends; a criterion may answer a bool or a (batch,) tensor."""
+    done = torch.zeros(ids.shape[0], dtype=torch.bool)
+    for criterion in criteria:
+        done |= torch.as_tensor(criterion(ids, scores)).cpu()
+    return done
+
+
+def _check_request(model, input_ids, attention_mask, max_new_tokens, min_new_tokens, do_sample, temperature,
+                   top_k, top_p, use_cache, compile_mode) -> None:
+    if compile_mode not in COMPILE_MODES:
+        raise ValueError(f"compile_mode={compile_mode!r} is not one of: {', '.join(COMPILE_MODES)}")
+    reason = unsupported_reason(model, total_tokens=input_ids.shape[1] + max_new_tokens, compile_mode=compile_mode)
+    if reason:
+        raise ValueError(reason)
+    if input_ids.ndim != 2 or input_ids.shape[1] == 0:
+        raise ValueError(f"input_ids must be (batch, prompt_len) with prompt_len >= 1, got {tuple(input_ids.shape)}")
+    if attention_mask is not None and not bool(attention_mask.all()):
+        raise ValueError("the fast backend does not support padded prompts: give rows of equal length, mask all ones")
+    if max_new_tokens < 1 or (min_new_tokens or 0) > max_new_tokens:
+        raise ValueError(f"need 1 <= max_new_tokens and min_new_tokens <= max_new_tokens, got "
+                         f"{max_new_tokens}, {min_new_tokens}")
+    if do_sample and (temperature is not None and temperature <= 0):
+        raise ValueError(f"sampling needs temperature > 0, got {temperature}")
+    if do_sample and (top_k not in (None, 0) or top_p not in (None, 1.0)):
+        raise ValueError(f"the fast backend samples from the full distribution; top_k={top_k}, top_p={top_p} "
+                         "are not implemented")
+    if not use_cache:
+        raise ValueError("the fast backend always decodes with its static KV cache; use_cache=False cannot run")
+
+
+def fast_generate(model, *, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                  max_new_tokens: int, min_new_tokens: int | None = None, do_sample: bool = False,
+                  temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
+                  streamer=None, stopping_criteria: Sequence[Callable] | None = None, compile_mode: str = "off",
+                  eos_token_id: int | list[int] | None = None, pad_token_id: int | None = None,
+                  use_cache: bool = True, compile_prefill: bool = True, **ignored) -> FastOutput:
+    """Generate like `model.generate(...)` (greedy or temperature sampling) with the fast decoder.
+
+    `streamer.put` gets the prompt (batch, prompt_len) on the CPU before prefill, then each new
+    token (batch,); `stopping_criteria` and EOS end the run (rows that end early are padded with
+    `pad_token_id`, as generate does); `min_new_tokens` masks EOS until reached. `compile_mode`
+    other than "off" (CUDA only) compiles the decode step for CUDA-graph replay, and the prefill
+    with dynamic shapes unless `compile_prefill` is False. Raises ValueError with the reason for
+    anything it cannot run. `ignored` takes generate-only kwargs (`return_dict_in_generate`,
+    `cache_implementation`, `disable_compile`, `compile_config`, ...).
+    """
+    _check_request(model, input_ids, attention_mask, max_new_tokens, min_new_tokens, do_sample, temperature,
+                   top_k, top_p, use_cache, compile_mode)
+    batch, prompt_len = input_ids.shape
+    min_new = min_new_tokens or 0
+    eos = _eos_ids(model, eos_token_id)
+    if pad_token_id is None:
+        pad_token_id = model.generation_config.pad_token_id
+    pad_token_id = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
+    cache_len = cache_len_for(prompt_len + max_new_tokens, getattr(model.config, "max_position_embeddings", None))
+    criteria = list(stopping_criteria or [])
+    eos_can_end = bool(eos) and min_new < max_new_tokens
+    listener = Listener(batch, streamer, criteria, eos) if streamer is not None or criteria or eos_can_end else None
+
+    with torch.inference_mode():
+        state, reused = state_cache(model).get(model, batch, cache_len)
+        _reset(state, eos, prompt_len + min_new - 1, pad_token_id,
+               1.0 if temperature is None else float(temperature))
+        prefill_fn, decode_fn = compiled_steps(state, compile_mode, compile_prefill)
+        if streamer is not None:
+            streamer.put(input_ids.cpu())
+        token, logits = prefill_fn(model, state, input_ids.to(state.tokens.device), do_sample)
+        generated = decode_n_tokens(model, state, decode_fn, token, logits, prompt_len, max_new_tokens, do_sample,
+                                    listener)
+        if streamer is not None:
+            streamer.end()
+        sequences = state.tokens[:, : prompt_len + generated].clone()
+    return FastOutput(sequences, state, reused)
+
+
+def decode_n_tokens(model, state: StaticState, decode_fn: Callable, token: torch.Tensor, logits: torch.Tensor,
+                    prompt_len: int, max_new_tokens: int, sample: bool, listener: Listener | None) -> int:
+    """Run decode steps until max_new_tokens or every row has ended; returns the number of new tokens.
+
+    Without a listener nothing is read back per step and the device runs ahead of Python.
+    """
+    for generated in range(1, max_new_tokens + 1):
+        if listener is not None and listener.all_ended(state, token, logits, prompt_len + generated):
+            return generated
+        if generated < max_new_tokens:
+            token, logits = decode_fn(model, state, sample)
+    return max_new_tokens
+
+
+class Listener:
+    """The host side of each step: hand the new ids to the streamer, then ask criteria and EOS whether to stop."""
+
+    def __init__(self, batch: int, streamer, criteria: Sequence[Callable], eos: list[int]) -> None:
+        self.streamer, self.criteria = streamer, list(criteria)
+        self.eos = torch.tensor(eos, dtype=torch.long)
+        self.ended = torch.zeros(batch, dtype=torch.bool)
+
+    def all_ended(self, state: StaticState, token: torch.Tensor, logits: torch.Tensor, length: int) -> bool:
+        token_cpu = token.cpu()  # (batch,): the one device read per step
+        if self.streamer is not None:
+            self.streamer.put(token_cpu)
+        if self.criteria:
+            stop = _stop_requested(self.criteria, state.tokens[:, :length], logits)
+            if bool((stop & ~self.ended).any()):
+                state.finished |= stop.to(state.finished.device)  # rows ended here are padded from now on
+            self.ended |= stop
+        self.ended |= torch.isin(token_cpu, self.eos)
+        return bool(self.ended.all())

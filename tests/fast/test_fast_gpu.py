@@ -1,0 +1,62 @@
+"""The compiled, CUDA-graph path of the fast backend: run on the GPU machine (`pytest -m gpu tests/fast`)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from playground.fast import fast_generate
+from playground.loader import MODELS
+
+pytestmark = pytest.mark.gpu
+
+
+def ids_for(model, batch: int, length: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(length)
+    return torch.randint(3, model.config.vocab_size, (batch, length), generator=g).cuda()
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_compiled_greedy_matches_eager_and_transformers_in_fp32(batch):
+    model = MODELS.get("tiny-random-llama", "cuda", "fp32", "sdpa")[0].model
+    for length in (5, 60):
+        ids = ids_for(model, batch, length)
+        with torch.inference_mode():
+            expected = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                      max_new_tokens=32, min_new_tokens=32, pad_token_id=0)
+        eager = fast_generate(model, input_ids=ids, max_new_tokens=32, min_new_tokens=32)
+        compiled = fast_generate(model, input_ids=ids, max_new_tokens=32, min_new_tokens=32,
+                                 compile_mode="reduce-overhead")
+        assert torch.equal(eager.sequences, expected) and torch.equal(compiled.sequences, expected)
+
+
+def test_decode_step_replays_a_cuda_graph_and_is_reused_across_runs():
+    model = MODELS.get("tiny-random-llama", "cuda", "bf16", "sdpa")[0].model
+    counters.clear()
+    ids = ids_for(model, 1, 17)
+    start = time.perf_counter()
+    first = fast_generate(model, input_ids=ids, max_new_tokens=64, compile_mode="reduce-overhead", min_new_tokens=64)
+    cold_s = time.perf_counter() - start
+    start = time.perf_counter()
+    again = fast_generate(model, input_ids=ids_for(model, 1, 30), max_new_tokens=64, compile_mode="reduce-overhead",
+                          min_new_tokens=64)
+    warm_s = time.perf_counter() - start
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert again.state_reused and again.past_key_values is first.past_key_values
+    assert len(again.past_key_values.compiled) == 1
+    assert warm_s < cold_s / 5  # no second compile
+
+
+def test_sampled_compiled_decoding_is_reproducible():
+    model = MODELS.get("tiny-random-llama", "cuda", "bf16", "sdpa")[0].model
+    ids = ids_for(model, 1, 9)
+
+    def sample(seed):
+        torch.manual_seed(seed)
+        return fast_generate(model, input_ids=ids, max_new_tokens=24, min_new_tokens=24, do_sample=True,
+                             temperature=0.9, compile_mode="reduce-overhead").sequences
+
+    assert torch.equal(sample(3), sample(3))
