@@ -1,26 +1,37 @@
-"""Start the LLM Speed Playground web app: `python app.py [--host H] [--port P] [--model M] [--share]`."""
+"""Start the LLM Speed Playground web app: `python app.py [--host H] [--port P] [--model M] [--share] [--hosted]`.
+
+On a Hugging Face Space (SPACE_ID set) hosted mode is on by itself and the app listens on all
+interfaces, as the Space's proxy expects.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 from playground.presets import DEFAULT_MODEL
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    on_space = bool(os.environ.get("SPACE_ID"))
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0 for all)")
-    parser.add_argument("--port", type=int, default=7860)
+    host = os.environ.get("GRADIO_SERVER_NAME") or ("0.0.0.0" if on_space else "127.0.0.1")
+    parser.add_argument("--host", default=host, help="interface to listen on (0.0.0.0 for all)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model selected when the page opens")
     parser.add_argument("--share", action="store_true", help="also open a public gradio.live link")
+    parser.add_argument("--hosted", action="store_true",
+                        help="public-server limits: no local paths or remote code, bounded requests, per-session "
+                             "history (also PLAYGROUND_HOSTED=1; always on a Space)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
+    from playground.hosting import HostingPolicy
     from playground.ui import build_demo, launch
 
     args = parse_args(argv)
-    demo = build_demo(default_model=args.model)
+    demo = build_demo(default_model=args.model, policy=HostingPolicy.from_env(hosted_flag=args.hosted))
     launch(demo, server_name=args.host, server_port=args.port, share=args.share)  # prints the local URL
 
 

@@ -1,8 +1,11 @@
-"""The named API endpoints `/run` and `/compare`, for scripts driving the playground through gradio_client.
+"""The named API endpoints `/run`, `/compare` and `/history`, for scripts driving the playground through gradio_client.
 
-Each streams dicts: the text so far and the phase while running, then the engine's full record(s)
-as JSON. They share the UI's device queue, so an API run never overlaps a browser run; a client
-that cancels closes the stream, which stops the engine within one decode step.
+`/run` and `/compare` stream dicts: the text so far and the phase while running, then the
+engine's full record(s) as JSON. They share the UI's device queue, so an API run never overlaps
+a browser run; a client that cancels closes the stream, which stops the engine within one decode
+step. Requests go through the same checks as the UI (engine rules, then the hosting policy), and
+finished runs land in the same history the caller's session sees: the shared store locally, the
+caller's own session in hosted mode.
 """
 
 from __future__ import annotations
@@ -11,11 +14,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from playground.config import ConfigError
+import gradio as gr
+
 from playground.metrics import speedup
 from playground.record import compare_outputs
-from playground.ui.events import Playground
-from playground.ui.settings import ColumnSettings, SharedSettings, make_config
+from playground.ui.events import Playground, history_note, session_of
+from playground.ui.settings import ColumnSettings, SharedSettings
 from playground.ui.streaming import Pane, run_sides
 
 
@@ -23,16 +27,6 @@ def _side(pane: Pane) -> dict[str, Any]:
     return {"text": pane.record.output_text if pane.record and pane.record.status == "ok" else pane.text,
             "tokens": pane.tokens, "state": pane.state, "status": pane.status, "message": pane.message,
             "record": pane.record.to_dict() if pane.record else None}
-
-
-def _configs(shared: SharedSettings, columns: dict[str, ColumnSettings]) -> dict[str, Any]:
-    out = {}
-    for side, column in columns.items():
-        try:
-            out[side] = make_config(shared, column)
-        except ConfigError as exc:  # reported as the side's state and message, with no record
-            out[side] = exc
-    return out
 
 
 def comparison(panes: dict[str, Pane]) -> dict[str, Any] | None:
@@ -44,29 +38,39 @@ def comparison(panes: dict[str, Pane]) -> dict[str, Any] | None:
 
 
 def make_endpoints(app: Playground):
-    """The two endpoint functions, bound to this app's store; typed, as gr.api derives the schema from hints."""
+    """The endpoint functions, bound to this app; typed, as gr.api derives the schema from hints
+    (the `gr.Request` parameter is filled by Gradio and left out of the schema)."""
+
+    def stream(shared: SharedSettings, columns: dict[str, ColumnSettings], session: str) -> Iterator[dict[str, Pane]]:
+        return run_sides(app.configs(shared, columns), app.history(session), threading.Event(), app.generate)
 
     def run(prompt: str, model: str = app.default_model, attn: str = "sdpa", use_cache: bool = True,
             dtype: str = "auto", compile: str = "off", max_new_tokens: int = 64, cache_impl: str = "dynamic",
-            mode: str = "free", repeats: int = 1, warmup: int = 1) -> Iterator[dict]:
+            mode: str = "free", repeats: int = 1, warmup: int = 1, request: gr.Request = None) -> Iterator[dict]:
         """Run one configuration; streams {text, tokens, state, status, message, record}, record set at the end."""
         shared = SharedSettings(model=model, prompt=prompt, new_tokens=max_new_tokens, mode=mode, repeats=repeats,
                                 warmup=warmup)
         column = ColumnSettings(use_cache=use_cache, cache_impl=cache_impl, attn=attn, dtype=dtype, compile=compile)
-        for panes in run_sides(_configs(shared, {"A": column}), app.store, threading.Event()):
+        for panes in stream(shared, {"A": column}, session_of(request)):
             yield _side(panes["A"])
 
     def compare(prompt: str, model: str = app.default_model, a_attn: str = "sdpa", a_use_cache: bool = True,
                 a_dtype: str = "auto", a_compile: str = "off", b_attn: str = "sdpa", b_use_cache: bool = True,
                 b_dtype: str = "auto", b_compile: str = "off", max_new_tokens: int = 64, mode: str = "benchmark",
                 repeats: int = 3, warmup: int = 1, a_cache_impl: str = "dynamic",
-                b_cache_impl: str = "dynamic") -> Iterator[dict]:
+                b_cache_impl: str = "dynamic", request: gr.Request = None) -> Iterator[dict]:
         """Run A then B; streams {A, B, comparison}; comparison (identical tokens, speedups) is set at the end."""
         shared = SharedSettings(model=model, prompt=prompt, new_tokens=max_new_tokens, mode=mode, repeats=repeats,
                                 warmup=warmup)
         columns = {"A": ColumnSettings(a_use_cache, a_cache_impl, a_attn, a_dtype, a_compile),
                    "B": ColumnSettings(b_use_cache, b_cache_impl, b_attn, b_dtype, b_compile)}
-        for panes in run_sides(_configs(shared, columns), app.store, threading.Event()):
+        for panes in stream(shared, columns, session_of(request)):
             yield {"A": _side(panes["A"]), "B": _side(panes["B"]), "comparison": comparison(panes)}
 
-    return run, compare
+    def history(request: gr.Request = None) -> dict:
+        """The runs this caller may see, newest first: {note, runs: [record, ...]} (only its own in hosted mode)."""
+        store = app.history(session_of(request))
+        records = store.records()
+        return {"note": history_note(store, records), "runs": [r.to_dict() for r in records]}
+
+    return run, compare, history

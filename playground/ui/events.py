@@ -7,21 +7,27 @@ layout maps each returned name to its component.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import shutil
 import tempfile
 import threading
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
 import pandas as pd
 
-from playground.config import ConfigError
+from playground import engine
+from playground.config import ConfigError, RunConfig
+from playground.hosting import HostingPolicy, gpu_runner
 from playground.presets import PRESETS
 from playground.record import RunRecord
 from playground.store import RunStore
 from playground.ui import charts, render
+from playground.ui.sessions import SessionHistories, SessionRuns
 from playground.ui.settings import SIDES, ColumnSettings, SharedSettings, check_column, comparisons, make_config
 from playground.ui.streaming import Pane, run_sides
 
@@ -34,11 +40,20 @@ HISTORY_COLUMNS = {  # record field -> column header (units in the header, numbe
 }
 
 
-class Playground:
-    """The app's state: the run store and one stop switch per browser session."""
+History = RunStore | SessionRuns  # what the history views read: the shared store, or one session's runs
 
-    def __init__(self, store: RunStore, default_model: str) -> None:
-        self.store, self.default_model = store, default_model
+
+class Playground:
+    """The app's state: the hosting policy, the run history and one stop switch per browser session.
+
+    Locally every session shares the durable `store`; in hosted mode `store` is None and each
+    session has its own in-memory runs, so no visitor sees another's prompts or outputs.
+    """
+
+    def __init__(self, store: RunStore | None, default_model: str, policy: HostingPolicy = HostingPolicy()) -> None:
+        self.store, self.default_model, self.policy = store, default_model, policy
+        self.histories = SessionHistories() if policy.hosted else None
+        self.generate = gpu_runner(engine.generate, policy.zero_gpu)
         self._stops: dict[str, threading.Event] = {}
         self.panes: dict[str, dict[str, Pane]] = {}  # each session's latest panes, so Stop can show where it ended
         self._lock = threading.Lock()
@@ -56,6 +71,39 @@ class Playground:
             event.set()
         return event is not None
 
+    def history(self, session: str) -> History:
+        return self.histories.get(session) if self.histories else self.store
+
+    def export_dir(self, session: str) -> Path:
+        """Where this session's downloads are written: one shared folder locally, a private one when hosted."""
+        if not self.policy.hosted:
+            return EXPORT_DIR
+        return EXPORT_DIR / "sessions" / hashlib.sha256(session.encode()).hexdigest()[:20]  # the hash is client-sent
+
+    def configs(self, shared: SharedSettings, columns: dict[str, ColumnSettings]) -> dict[str, RunConfig | ConfigError]:
+        """Each side's engine request, or the ConfigError (engine rule or hosting limit) that refuses it."""
+        out: dict[str, RunConfig | ConfigError] = {}
+        for side, column in columns.items():
+            try:
+                out[side] = make_config(shared, column, self.policy)
+            except ConfigError as exc:
+                out[side] = exc
+        return out
+
+    def end_session(self, session: str) -> None:
+        """Forget a closed page: its stop switch, panes and, in hosted mode, its runs and downloads."""
+        with self._lock:
+            self._stops.pop(session, None)
+            self.panes.pop(session, None)
+        if self.histories:
+            self.histories.drop(session)
+            shutil.rmtree(self.export_dir(session), ignore_errors=True)
+
+
+def session_of(request: Any) -> str:
+    """The caller's browser or client session; a request without one gets a fresh id, so it shares nobody's history."""
+    return getattr(request, "session_hash", None) or f"no-session-{uuid.uuid4().hex}"
+
 
 # ---- reading the controls ----------------------------------------------------------------------
 
@@ -67,12 +115,12 @@ def read_settings(values: dict[str, Any]) -> tuple[SharedSettings, dict[str, Col
     return shared, columns
 
 
-def side_notes(values: dict[str, Any]) -> dict[str, str]:
+def side_notes(values: dict[str, Any], policy: HostingPolicy = HostingPolicy()) -> dict[str, str]:
     """A line under each column: what it will run as, or why it cannot run here."""
     shared, columns = read_settings(values)
     notes = {}
     for side, column in columns.items():
-        ok, why = check_column(shared, column)
+        ok, why = check_column(shared, column, policy)
         notes[f"note_{side}"] = f"✓ {why}" if ok else f"⛔ {why}"
     return notes
 
@@ -94,14 +142,15 @@ def apply_comparison(name: str) -> dict[str, Any]:
     return values
 
 
+def store_notice(store: RunStore | None) -> str:
+    """A banner when the history file could not be read at start-up and was moved aside."""
+    if store is None or not store.recovered_from:
+        return ""
+    return (f"⚠ **The run history could not be read**, so a new one was started. The damaged file was kept as "
+            f"`{store.recovered_from}`; nothing was deleted.")
+
+
 # ---- running -----------------------------------------------------------------------------------
-
-def _config_or_error(shared: SharedSettings, column: ColumnSettings):
-    try:
-        return make_config(shared, column)
-    except ConfigError as exc:
-        return exc
-
 
 def status_line(panes: dict[str, Pane]) -> str:
     running = next((p for p in panes.values() if p.state == "running"), None)
@@ -126,9 +175,10 @@ def _pane_values(panes: dict[str, Pane]) -> dict[str, str]:
 def run(app: Playground, values: dict[str, Any], sides: tuple[str, ...], session: str) -> Iterator[dict[str, Any]]:
     """Run the given sides one after the other, streaming both panes, then fill results, charts and history."""
     shared, columns = read_settings(values)
-    configs = {side: _config_or_error(shared, columns[side]) for side in sides}
+    configs = app.configs(shared, {side: columns[side] for side in sides})
+    history = app.history(session)
     panes: dict[str, Pane] = {}
-    for panes in run_sides(configs, app.store, app.new_stop(session)):
+    for panes in run_sides(configs, history, app.new_stop(session), app.generate):
         app.panes[session] = panes
         yield _pane_values(panes)
     finished = {s: p.record for s, p in panes.items() if p.record is not None and p.record.status == "ok"}
@@ -138,7 +188,7 @@ def run(app: Playground, values: dict[str, Any], sides: tuple[str, ...], session
         "summary": render.summary_html(panes),
         "metrics": render.metrics_table(finished),
         "diagnostics": render.diagnostics_html(finished),
-        **history_view(app.store, selected),
+        **history_view(history, selected, app.export_dir(session)),
     }
 
 
@@ -189,18 +239,26 @@ def _newest(ids: list[int], records: list[RunRecord]) -> list[int]:
     return sorted({int(i) for i in ids if int(i) in known}, reverse=True)[:MAX_CHART_RUNS]
 
 
-def history_view(store: RunStore, selected: list[int] | None = None) -> dict[str, Any]:
+def _where(store: History) -> str:
+    return f"`{store.path}`" if isinstance(store, RunStore) else store.path
+
+
+def history_note(store: History, records: list[RunRecord]) -> str:
+    note = f"{len(records)} run(s) in {_where(store)}. Click a row to add it to or remove it from the charts."
+    if store.recovered_from:
+        note += f" A damaged history was moved aside to `{store.recovered_from}`."
+    return note
+
+
+def history_view(store: History, selected: list[int] | None = None, export_dir: Path = EXPORT_DIR) -> dict[str, Any]:
     """Table, chart selection, charts and export files from the store; None selects the newest runs."""
     records = store.records()
     ids = [r.run_id for r in records]
     chosen = _newest(ids if selected is None else selected, records)
-    csv_path, json_path = export(records)
-    note = f"{len(records)} run(s) in `{store.path}`. Click a row to add it to or remove it from the charts."
-    if store.recovered_from:
-        note += f" A damaged history was moved aside to `{store.recovered_from}`."
+    csv_path, json_path = export(records, export_dir)
     return {
         "history": history_frame(records),
-        "history_note": note,
+        "history_note": history_note(store, records),
         "selection": gr.update(choices=[(charts.run_label(r), r.run_id) for r in records], value=chosen),
         "download_csv": csv_path,
         "download_json": json_path,
@@ -208,7 +266,7 @@ def history_view(store: RunStore, selected: list[int] | None = None) -> dict[str
     }
 
 
-def toggle_run(store: RunStore, selected: list[int], run_id: int) -> dict[str, Any]:
+def toggle_run(store: History, selected: list[int], run_id: int) -> dict[str, Any]:
     """Add the clicked history row to the charts, or take it out."""
     chosen = [i for i in (selected or []) if i != run_id]
     if len(chosen) == len(selected or []):
@@ -216,7 +274,7 @@ def toggle_run(store: RunStore, selected: list[int], run_id: int) -> dict[str, A
     return {"selection": chosen, **figures(store.records(), chosen)}
 
 
-def select_runs(store: RunStore, selected: list[int]) -> dict[str, Any]:
+def select_runs(store: History, selected: list[int]) -> dict[str, Any]:
     return figures(store.records(), selected or [])
 
 
@@ -227,25 +285,25 @@ def _write(path: Path, text: str) -> str:
     return str(path)
 
 
-def export(records: list[RunRecord]) -> tuple[str, str]:
+def export(records: list[RunRecord], folder: Path = EXPORT_DIR) -> tuple[str, str]:
     """Write every run (all fields) as CSV and JSON for download; nested fields become JSON in CSV cells."""
-    EXPORT_DIR.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     rows = [r.to_dict() for r in records]
     flat = [{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()} for row in rows]
     csv_text = pd.DataFrame(flat).to_csv(index=False) if flat else ""
-    return (_write(EXPORT_DIR / "runs.csv", csv_text),
-            _write(EXPORT_DIR / "runs.json", json.dumps(rows, indent=1)))
+    return (_write(folder / "runs.csv", csv_text),
+            _write(folder / "runs.json", json.dumps(rows, indent=1)))
 
 
-def ask_clear(store: RunStore) -> dict[str, Any]:
+def ask_clear(store: History) -> dict[str, Any]:
     n = len(store.records())
     return {"confirm_row": gr.update(visible=True),
-            "confirm_text": f"Delete all {n} run(s) from `{store.path}`? This cannot be undone."}
+            "confirm_text": f"Delete all {n} run(s) from {_where(store)}? This cannot be undone."}
 
 
-def clear(store: RunStore) -> dict[str, Any]:
+def clear(store: History, export_dir: Path = EXPORT_DIR) -> dict[str, Any]:
     store.clear()
-    return {"confirm_row": gr.update(visible=False), **history_view(store, [])}
+    return {"confirm_row": gr.update(visible=False), **history_view(store, [], export_dir)}
 
 
 def cancel_clear() -> dict[str, Any]:

@@ -13,23 +13,24 @@ from typing import Any, Callable
 import gradio as gr
 
 from playground import capabilities
-from playground.config import CACHE_IMPLS, COMPILE_MODES, DTYPES, MODES
+from playground.config import CACHE_IMPLS, DTYPES, MODES
+from playground.hosting import HostingPolicy
 from playground.presets import DEFAULT_MODEL, PRESETS
 from playground.record import environment
 from playground.store import RunStore
 from playground.ui import events, render, style
 from playground.ui.api import make_endpoints
-from playground.ui.settings import (READY_PROMPTS, SIDES, ColumnSettings, SharedSettings,
-                                    attention_choices, comparisons)
+from playground.ui.settings import (READY_PROMPTS, SIDES, ColumnSettings, SharedSettings, attention_choices,
+                                    comparisons, compile_choices, flash_help)
 
 DEVICE_QUEUE = dict(concurrency_id="device", concurrency_limit=1)  # all device work, UI and API, one at a time
-MAX_QUEUE = 16
 Components = dict[str, gr.components.Component]
 
 
 # ---- building ----------------------------------------------------------------------------------
 
-def header() -> None:
+def header(app: events.Playground) -> None:
+    """Title, the host line, and the notices a visitor should see first (hosted limits, a recovered store)."""
     env, host = environment(), capabilities.host()
     device = f"CUDA · {host.device_name}" if host.cuda else f"CPU · {env['device_name']} · {env['cpu_count']} cores"
     gr.HTML(
@@ -38,12 +39,19 @@ def header() -> None:
         f"browser.</p><div class='hostline'>{render.escape(device)} · torch {render.escape(env['torch'])} · "
         f"transformers {render.escape(env['transformers'])} · flash-attn {render.escape(env['flash_attn'] or 'not installed')}"
         "</div></div>")
+    notices = [app.policy.describe(), events.store_notice(app.store),
+               flash_help(env, app.policy.hosted) if host.cuda or app.policy.hosted else ""]
+    for text in filter(None, notices):
+        gr.Markdown(text, elem_classes="notice")
 
 
-def model_controls(default_model: str) -> Components:
+def model_controls(default_model: str, policy: HostingPolicy) -> Components:
+    allowlist = policy.model_allowlist
+    where = "a built-in preset or a Hugging Face id" if policy.hosted else \
+        "a built-in preset, a Hugging Face id or a local directory"
     with gr.Row(equal_height=True):
-        model = gr.Dropdown(list(PRESETS), value=default_model, label="Model", allow_custom_value=True, scale=2,
-                            info="a built-in preset, a Hugging Face id or a local directory")
+        model = gr.Dropdown(list(allowlist or PRESETS), value=default_model, label="Model", scale=2,
+                            allow_custom_value=allowlist is None, info=where if allowlist is None else "allowed here")
         info = gr.Markdown(events.model_info(default_model))
     return {"model": model, "model_info": info}
 
@@ -57,7 +65,7 @@ def comparison_controls() -> tuple[dict[str, gr.Button], gr.Markdown]:
     return buttons, note
 
 
-def column_controls(side: str, default: ColumnSettings) -> Components:
+def column_controls(side: str, default: ColumnSettings, policy: HostingPolicy) -> Components:
     with gr.Group(elem_classes="side-card"):
         gr.HTML(f"<div class='side-title'><span class='side side-{side}'>{side}</span>Configuration {side}</div>",
                 padding=True)
@@ -67,7 +75,8 @@ def column_controls(side: str, default: ColumnSettings) -> Components:
         attn = gr.Dropdown(attention_choices(default.dtype), value=default.attn, label="attention implementation")
         with gr.Row():
             dtype = gr.Dropdown(list(DTYPES), value=default.dtype, label="dtype", min_width=100)
-            compile_ = gr.Dropdown(list(COMPILE_MODES), value=default.compile, label="torch.compile", min_width=140)
+            compile_ = gr.Dropdown(compile_choices(policy), value=default.compile, label="torch.compile",
+                                   min_width=140)
         note = gr.Markdown(elem_classes="side-note", padding=True)
     return {f"{side}.use_cache": use_cache, f"{side}.cache_impl": cache_impl, f"{side}.attn": attn,
             f"{side}.dtype": dtype, f"{side}.compile": compile_, f"note_{side}": note}
@@ -165,7 +174,7 @@ def wire_run(ui: Components, app: events.Playground) -> list:
 
     def handler_for(sides: tuple[str, ...]):
         def handler(data: dict, request: gr.Request):
-            for update in events.run(app, read(data), sides, request.session_hash or "anonymous"):
+            for update in events.run(app, read(data), sides, events.session_of(request)):
                 yield _emit(ui, update)
         return handler
 
@@ -177,15 +186,15 @@ def wire_run(ui: Components, app: events.Playground) -> list:
 
 def wire_stop(ui: Components, app: events.Playground, runs: list) -> None:
     def handler(request: gr.Request):
-        return _emit(ui, events.stop(app, request.session_hash or "anonymous"))
+        return _emit(ui, events.stop(app, events.session_of(request)))
 
     ui["stop"].click(handler, outputs=_outputs(ui, "status", "pane_A", "pane_B"), cancels=runs, queue=False)
 
 
-def wire_controls(ui: Components, comparison_buttons: dict[str, gr.Button]) -> None:
+def wire_controls(ui: Components, comparison_buttons: dict[str, gr.Button], policy: HostingPolicy) -> None:
     read = _reader(ui, CONTROL_NAMES)
     controls = {ui[n] for n in CONTROL_NAMES}
-    gr.on([ui[n].change for n in CONTROL_NAMES], lambda data: _emit(ui, events.side_notes(read(data))),
+    gr.on([ui[n].change for n in CONTROL_NAMES], lambda data: _emit(ui, events.side_notes(read(data), policy)),
           inputs=controls, outputs=_outputs(ui, "note_A", "note_B"), queue=False, trigger_mode="always_last",
           show_progress="hidden")
     for side in SIDES:
@@ -201,46 +210,74 @@ def wire_controls(ui: Components, comparison_buttons: dict[str, gr.Button]) -> N
 
 
 def wire_history(ui: Components, demo: gr.Blocks, app: events.Playground) -> None:
+    """History views read the caller's history: the shared store locally, its own session's runs when hosted."""
     history_outputs = _outputs(ui, *HISTORY_OUTPUTS)
     charts = _outputs(ui, "selection", "timing_chart", "latency_chart", "memory_chart")
 
-    def on_load(data: dict):
-        return _emit(ui, {**events.history_view(app.store), **events.side_notes(_reader(ui, CONTROL_NAMES)(data))})
+    def on_load(data: dict, request: gr.Request):
+        session = events.session_of(request)
+        view = events.history_view(app.history(session), None, app.export_dir(session))
+        return _emit(ui, {**view, **events.side_notes(_reader(ui, CONTROL_NAMES)(data), app.policy)})
+
+    def on_unload(request: gr.Request) -> None:
+        app.end_session(events.session_of(request))
 
     demo.load(on_load, inputs={ui[n] for n in CONTROL_NAMES}, outputs=[*history_outputs, ui["note_A"], ui["note_B"]])
+    demo.unload(on_unload)
 
-    def on_row(selected: list[int], evt: gr.SelectData):
-        return _emit(ui, events.toggle_run(app.store, selected, int(evt.row_value[0])))
+    def on_row(selected: list[int], evt: gr.SelectData, request: gr.Request):
+        return _emit(ui, events.toggle_run(app.history(events.session_of(request)), selected, int(evt.row_value[0])))
+
+    def on_select(selected: list[int], request: gr.Request):
+        return _emit(ui, events.select_runs(app.history(events.session_of(request)), selected))
+
+    def on_ask_clear(request: gr.Request):
+        return _emit(ui, events.ask_clear(app.history(events.session_of(request))))
+
+    def on_clear(request: gr.Request):
+        session = events.session_of(request)
+        return _emit(ui, events.clear(app.history(session), app.export_dir(session)))
 
     ui["history"].select(on_row, ui["selection"], charts, show_progress="hidden")
-    ui["selection"].input(lambda sel: _emit(ui, events.select_runs(app.store, sel)), ui["selection"], charts[1:],
-                          show_progress="hidden")
-    ui["ask_clear"].click(lambda: _emit(ui, events.ask_clear(app.store)),
-                          outputs=_outputs(ui, "confirm_row", "confirm_text"), queue=False)
+    ui["selection"].input(on_select, ui["selection"], charts[1:], show_progress="hidden")
+    ui["ask_clear"].click(on_ask_clear, outputs=_outputs(ui, "confirm_row", "confirm_text"), queue=False)
     ui["confirm_no"].click(lambda: _emit(ui, events.cancel_clear()), outputs=ui["confirm_row"], queue=False)
-    ui["confirm_yes"].click(lambda: _emit(ui, events.clear(app.store)), outputs=[ui["confirm_row"], *history_outputs],
-                            **DEVICE_QUEUE)
+    ui["confirm_yes"].click(on_clear, outputs=[ui["confirm_row"], *history_outputs], **DEVICE_QUEUE)
 
 
 def wire_api(app: events.Playground) -> None:
-    run, compare = make_endpoints(app)
+    run, compare, history = make_endpoints(app)
     gr.api(run, api_name="run", **DEVICE_QUEUE)
     gr.api(compare, api_name="compare", **DEVICE_QUEUE)
+    gr.api(history, api_name="history", queue=False)
 
 
-def build_demo(store: RunStore | None = None, default_model: str | None = None) -> gr.Blocks:
-    """The whole playground as a Blocks app; launch it with `playground.ui.launch`, which adds theme and CSS."""
-    app = events.Playground(store or RunStore(), default_model or DEFAULT_MODEL)
+def _default_model(requested: str | None, policy: HostingPolicy) -> str:
+    model = requested or DEFAULT_MODEL
+    allowlist = policy.model_allowlist
+    return allowlist[0] if allowlist and model not in allowlist else model
+
+
+def build_demo(store: RunStore | None = None, default_model: str | None = None,
+               policy: HostingPolicy | None = None) -> gr.Blocks:
+    """The whole playground as a Blocks app; launch it with `playground.ui.launch`, which adds theme and CSS.
+
+    `policy` defaults to `HostingPolicy.from_env()`; in hosted mode no durable store is opened:
+    each browser session keeps its own runs in memory.
+    """
+    policy = policy or HostingPolicy.from_env()
+    app = events.Playground(None if policy.hosted else store or RunStore(), _default_model(default_model, policy),
+                            policy)
     shared = SharedSettings(model=app.default_model)
     ui: Components = {}
     with gr.Blocks(title="LLM Speed Playground") as demo:
-        header()
-        ui.update(model_controls(app.default_model))
+        header(app)
+        ui.update(model_controls(app.default_model, policy))
         buttons, ui["comparison_note"] = comparison_controls()
         with gr.Row(equal_height=False):
             for side in SIDES:
                 with gr.Column(scale=1, min_width=280):
-                    ui.update(column_controls(side, ColumnSettings()))
+                    ui.update(column_controls(side, ColumnSettings(), policy))
             with gr.Column(scale=2, min_width=420):
                 ui.update(shared_controls(shared))
         ui.update(action_controls())
@@ -250,14 +287,16 @@ def build_demo(store: RunStore | None = None, default_model: str | None = None) 
             ui["diagnostics"] = gr.HTML(render.diagnostics_html({}))
         gr.Markdown("### Charts")
         ui.update(chart_views())
-        with gr.Accordion("History: every run, from this app and the CLI", open=True):
+        history_title = "History: your runs in this browser session" if policy.hosted else \
+            "History: every run, from this app and the CLI"
+        with gr.Accordion(history_title, open=True):
             ui.update(history_views())
         runs = wire_run(ui, app)
         wire_stop(ui, app, runs)
-        wire_controls(ui, buttons)
+        wire_controls(ui, buttons, policy)
         wire_history(ui, demo, app)
         wire_api(app)
-    demo.queue(max_size=MAX_QUEUE)
+    demo.queue(max_size=policy.max_queue)
     return demo
 
 

@@ -105,8 +105,12 @@ def empty_pane(side: str) -> str:
 
 # ---- results -----------------------------------------------------------------------------------
 
+MEMORY_KINDS = {"cuda_max_allocated": "CUDA max allocated", "process_rss": "process RSS"}
+
+
 def _memory(rec: RunRecord) -> str:
-    kind = "CUDA max allocated" if rec.device_effective == "cuda" else "process RSS"
+    kind = getattr(rec, "peak_mem_kind", None)  # recorded by newer engines; older records imply it from the device
+    kind = MEMORY_KINDS.get(kind) or ("CUDA max allocated" if rec.device_effective == "cuda" else "process RSS")
     return f"{num(rec.peak_mem_mb, 'MB')} <span class='dim'>({kind})</span>"
 
 
@@ -221,8 +225,10 @@ def checklist(rec: RunRecord) -> list[tuple[str, str, str]]:
     """(mark, check, evidence) rows: ✓ holds, ✗ does not, – not applicable or unknown."""
     cache_used = (rec.kv_cache_mb or 0) > 0
     rows = [
-        ("✓", "Eval mode", "the engine calls model.eval() after every load (dropout off)"),
-        ("✓", "Inference mode", "every pass runs under torch.inference_mode() (no autograd bookkeeping)"),
+        _observed(rec, "model_training", False, "Eval mode", "model.training", "the engine calls model.eval() after "
+                  "every load (dropout off)"),
+        _observed(rec, "inference_mode", True, "Inference mode", "torch.is_inference_mode_enabled()", "every pass "
+                  "runs under torch.inference_mode() (no autograd bookkeeping)"),
         ("✓" if cache_used == rec.use_cache else "✗", "KV cache really used",
          f"use_cache={rec.use_cache}, cache held {num(rec.kv_cache_mb, 'MB')} after generation"),
         _flash_row(rec),
@@ -237,6 +243,14 @@ def checklist(rec: RunRecord) -> list[tuple[str, str, str]]:
     if rec.fallback:
         rows.append(("✗", "No fallback", rec.fallback))
     return rows
+
+
+def _observed(rec: RunRecord, field: str, want: bool, check: str, name: str, promise: str) -> tuple[str, str, str]:
+    """A row from what the engine observed during the run when the record has it, else from what it promises."""
+    seen = getattr(rec, field, None)
+    if seen is None:
+        return "✓", check, promise
+    return ("✓" if seen == want else "✗"), check, f"{name} was {seen} during the run"
 
 
 def _flash_row(rec: RunRecord) -> tuple[str, str, str]:

@@ -12,7 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from playground import capabilities
-from playground.config import ATTENTIONS, ConfigError, RunConfig
+from playground.config import ATTENTIONS, COMPILE_MODES, ConfigError, RunConfig
+from playground.hosting import HostingPolicy
 
 SIDES = ("A", "B")
 READY_PROMPTS = {
@@ -55,20 +56,39 @@ class SharedSettings:
     warmup: int = 1
 
 
-def make_config(shared: SharedSettings, column: ColumnSettings) -> RunConfig:
-    """The engine request for one side; raises ConfigError with the engine's own words."""
-    prompt = dict(prompt_tokens=int(shared.prompt_tokens)) if shared.synthetic else dict(prompt=shared.prompt)
-    return RunConfig(
-        model=(shared.model or "").strip(), dtype=column.dtype, attn=column.attn, use_cache=bool(column.use_cache),
-        cache_impl=column.cache_impl, compile=column.compile, new_tokens=int(shared.new_tokens), mode=shared.mode,
-        repeats=int(shared.repeats), warmup=int(shared.warmup), **prompt,
-    )
-
-
-def check_column(shared: SharedSettings, column: ColumnSettings) -> tuple[bool, str]:
-    """(runnable, why): the engine's reason when it cannot run here, else what it will run as."""
+def _whole(name: str, value: object) -> int:
+    """A count from a number box or an API caller: 3 and 3.0 pass; '3x', 2.5, None and booleans are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
     try:
-        device, dtype = capabilities.check(make_config(shared, column))
+        number = float(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {value!r}") from None
+    if not number.is_integer():
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    return int(number)
+
+
+def make_config(shared: SharedSettings, column: ColumnSettings, policy: HostingPolicy = HostingPolicy()) -> RunConfig:
+    """The engine request for one side; raises ConfigError with the engine's own words, or the hosting limit's."""
+    prompt = (dict(prompt_tokens=_whole("prompt_tokens", shared.prompt_tokens)) if shared.synthetic
+              else dict(prompt=shared.prompt))
+    config = RunConfig(
+        model=(shared.model or "").strip(), dtype=column.dtype, attn=column.attn, use_cache=bool(column.use_cache),
+        cache_impl=column.cache_impl, compile=column.compile, new_tokens=_whole("new_tokens", shared.new_tokens),
+        mode=shared.mode, repeats=_whole("repeats", shared.repeats), warmup=_whole("warmup", shared.warmup), **prompt,
+    )
+    policy.check(config)
+    return config
+
+
+def check_column(shared: SharedSettings, column: ColumnSettings,
+                 policy: HostingPolicy = HostingPolicy()) -> tuple[bool, str]:
+    """(runnable, why): the engine's or the hosting policy's reason when it cannot run here, else what it runs as."""
+    try:
+        device, dtype = capabilities.check(make_config(shared, column, policy))
     except ConfigError as exc:
         return False, str(exc)
     return True, f"runs as {column.attn} · {dtype} on {device}"
@@ -84,6 +104,34 @@ def attention_choices(dtype: str) -> list[tuple[str, str]]:
         reason = capabilities.attention_unavailable(attn, device, resolved, host)
         choices.append((f"{attn}  ⛔ {reason}" if reason else attn, attn))
     return choices
+
+
+def compile_choices(policy: HostingPolicy) -> list[tuple[str, str]]:
+    """(label, value) pairs; a compile mode this deployment cannot use says why (ZeroGPU)."""
+    choices = []
+    for mode in COMPILE_MODES:
+        reason = policy.compile_unavailable(mode)
+        choices.append((f"{mode}  ⛔ {reason}" if reason else mode, mode))
+    return choices
+
+
+FLASH_RELEASES = "https://github.com/Dao-AILab/flash-attention/releases"
+
+
+def flash_help(env: dict, hosted: bool) -> str:
+    """How to get flash-attn where it is missing: a prebuilt wheel on a Space (no compiler there), pip locally."""
+    if env.get("flash_attn"):
+        return ""
+    torch_mm = ".".join(str(env.get("torch") or "2.8").split("+")[0].split(".")[:2])
+    cuda_major = str(env.get("cuda") or "12").split(".")[0]
+    py = "".join(str(env.get("python") or "3.12").split(".")[:2])
+    wheel = f"cu{cuda_major}torch{torch_mm}cxx11abiTRUE-cp{py}-cp{py}-linux_x86_64"
+    space = (f"on a Space, pin `torch=={env.get('torch', '').split('+')[0]}` and add the prebuilt wheel from "
+             f"[the flash-attention releases]({FLASH_RELEASES}) whose name ends in `{wheel}.whl` to requirements.txt "
+             f"as `flash_attn @ <wheel URL>` (cxx11abiFALSE if your torch was built without the C++11 ABI)")
+    local = f"locally, `{capabilities.FLASH_ATTN_INSTALL}` (needs a CUDA toolkit)"
+    first, second = (space, local) if hosted else (local, space)
+    return f"**flash-attn is not installed**, so `flash_attention_2` is unavailable. To enable it: {first}; {second}."
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from playground.config import ConfigError, RunConfig
 from playground.record import RunRecord
 from playground.store import RunStore
 from playground.ui import render
+from playground.ui.sessions import SessionRuns
 
 UPDATE_INTERVAL_S = 0.08
 PHASE_NAMES = {"loading": "loading model", "warmup": "warm-up", "repeat": "measuring", "profiling": "profiling kernels"}
@@ -91,11 +92,16 @@ class Pane:
         return render.pane_html(self, live=self.state == "running")
 
 
-def run_sides(configs: dict[str, RunConfig | ConfigError], store: RunStore, stop: threading.Event,
-              clock: Callable[[], float] = time.monotonic) -> Iterator[dict[str, Pane]]:
+Generate = Callable[[RunConfig, threading.Event], Iterator[engine.Event]]
+
+
+def run_sides(configs: dict[str, RunConfig | ConfigError], store: RunStore | SessionRuns, stop: threading.Event,
+              generate: Generate = engine.generate, clock: Callable[[], float] = time.monotonic
+              ) -> Iterator[dict[str, Pane]]:
     """Run each side in order and yield the panes (mutated in place) at throttled moments.
 
     Finished runs with status ok go into the store; a Stop skips the sides not yet started.
+    `generate` is the engine's, or the same wrapped to run on a ZeroGPU worker.
     """
     panes = {side: Pane(side, render.config_title(cfg)) for side, cfg in configs.items()}
     yield panes
@@ -108,13 +114,13 @@ def run_sides(configs: dict[str, RunConfig | ConfigError], store: RunStore, stop
             pane.refuse("skipped", "not run: stopped before this side started")
             yield panes
         else:
-            yield from _stream_one(pane, config, store, stop, clock, panes)
+            yield from _stream_one(pane, generate(config, stop), store, clock, panes)
 
 
-def _stream_one(pane: Pane, config: RunConfig, store: RunStore, stop: threading.Event,
+def _stream_one(pane: Pane, events: Iterator[engine.Event], store: RunStore | SessionRuns,
                 clock: Callable[[], float], panes: dict[str, Pane]) -> Iterator[dict[str, Pane]]:
     last = clock()
-    with contextlib.closing(engine.generate(config, stop)) as events:  # closing stops the engine and frees the device
+    with contextlib.closing(events):  # closing stops the engine and frees the device
         for event in events:
             if isinstance(event, engine.Token):
                 pane.add(event)

@@ -18,6 +18,7 @@ CSS = """
 #title h1 { font-size: 26px; margin: 0; }
 #title p { margin: 4px 0 0; color: var(--body-text-color-subdued); }
 .hostline { font-size: 13px; color: var(--body-text-color-subdued); }
+.notice p { font-size: 13px !important; margin: 2px 0 !important; }
 .side-card { border-radius: 12px !important; }
 .side-title { font-weight: 700; font-size: 15px; display: flex; align-items: center; gap: 8px; }
 .side-note p { font-size: 12.5px !important; margin: 0 !important; }

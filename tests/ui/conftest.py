@@ -35,3 +35,20 @@ def launched(tmp_path_factory):
     yield demo, store
     demo.close()
     store.close()
+
+
+FIGURES = pytest.StashKey[dict]()
+
+
+@pytest.fixture(scope="session")
+def figures(request):
+    """Reliability figures (requests held, faults survived, bad inputs tried, runs lost) printed after the run."""
+    return request.config.stash.setdefault(FIGURES, {})
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    found = config.stash.get(FIGURES, {})
+    if found:
+        terminalreporter.section("reliability figures")
+        for name, value in found.items():
+            terminalreporter.write_line(f"{name}: {value}")

@@ -71,3 +71,10 @@ def test_live_pane_resends_a_bounded_window():
     live = render.pane_html(pane, live=True)
     assert live.count('class="tk ') == render.LIVE_WINDOW_TOKENS
     assert "4,600 earlier tokens not shown" in live
+
+
+def test_checklist_reads_eval_and_inference_mode_from_the_run():
+    good = {check: mark for mark, check, _ in render.checklist(make_record(model_training=False, inference_mode=True))}
+    assert good["Eval mode"] == "✓" and good["Inference mode"] == "✓"
+    bad = {check: mark for mark, check, _ in render.checklist(make_record(model_training=True, inference_mode=False))}
+    assert bad["Eval mode"] == "✗" and bad["Inference mode"] == "✗"

@@ -1,0 +1,259 @@
+"""Hosted mode and bad input: the policy's limits, per-session history, ZeroGPU wiring, no secret shown,
+and a catalogue of bad requests sent to `/run` through gradio_client, each followed by a healthy run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+import httpx
+import pytest
+
+from conftest import TINY
+from playground import engine
+from playground.config import ConfigError, RunConfig
+from playground.hosting import (COMPILE_ON_ZERO_GPU, HOSTED_LIMITS, ZERO_GPU_MAX_S, ZERO_GPU_MIN_S, HostingPolicy,
+                                gpu_duration_s, gpu_runner, zero_gpu_available)
+from playground.ui import events
+from playground.ui.settings import compile_choices, flash_help
+
+HOSTED = HostingPolicy.from_env({"PLAYGROUND_HOSTED": "1"})
+SECRETS = {"HF_TOKEN": "hf_hostedTestSecretValue0001", "HUGGING_FACE_HUB_TOKEN": "hf_hostedTestSecretValue0002"}
+FAST = dict(max_new_tokens=2, mode="benchmark", repeats=1, warmup=0)  # keyword args of /run for a cheap run
+
+
+def client_for(url: str):
+    from gradio_client import Client
+
+    return Client(url, verbose=False, download_files=False)
+
+
+# ---- the policy ----------------------------------------------------------------------------------
+
+def test_hosted_mode_turns_on_on_a_space_by_env_or_flag():
+    assert not HostingPolicy.from_env({}).hosted and HostingPolicy.from_env({}).max_new_tokens is None
+    for env, flag in (({"SPACE_ID": "me/playground"}, False), ({"PLAYGROUND_HOSTED": "1"}, False), ({}, True)):
+        policy = HostingPolicy.from_env(env, hosted_flag=flag)
+        assert policy.hosted and not policy.allow_local_paths and not policy.allow_trust_remote_code
+        assert {name: getattr(policy, name) for name in HOSTED_LIMITS} == HOSTED_LIMITS
+    custom = HostingPolicy.from_env({"SPACE_ID": "x/y", "PLAYGROUND_MODEL_ALLOWLIST": " a/b, tiny-random-llama ,",
+                                     "PLAYGROUND_MAX_NEW_TOKENS": "128"})
+    assert custom.model_allowlist == ("a/b", "tiny-random-llama") and custom.max_new_tokens == 128
+    with pytest.raises(ValueError, match="PLAYGROUND_MAX_REPEATS='lots'"):
+        HostingPolicy.from_env({"SPACE_ID": "x/y", "PLAYGROUND_MAX_REPEATS": "lots"})
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(model="./assets/models/stdlib-llama-tiny"), "is a local path, refused in hosted mode"),
+    (dict(model="/etc"), "is a local path"),
+    (dict(model="~/models/llama"), "is a local path"),
+    (dict(trust_remote_code=True), "trust_remote_code is refused in hosted mode"),
+    (dict(prompt=None, prompt_tokens=4097), "prompt_tokens=4097 is over this app's limit of 4096"),
+    (dict(prompt="word " * 4000), "this app takes prompts of up to 4096 tokens"),
+    (dict(new_tokens=513), "new_tokens=513 is over this app's limit of 512"),
+    (dict(repeats=6), "repeats=6 is over this app's limit of 5"),
+    (dict(warmup=6), "warmup=6 is over this app's limit of 5"),
+    (dict(batch_size=5), "batch_size=5 is over this app's limit of 4"),
+])
+def test_hosted_policy_names_the_rule_it_refuses(changes, words):
+    config = RunConfig(prompt="hi").replace(**changes)
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        HOSTED.check(config)
+    HostingPolicy().check(config)  # the local app leaves these to the engine
+
+
+def test_requests_at_the_limits_and_allowlisted_models_pass():
+    HOSTED.check(RunConfig(prompt="hi", new_tokens=512, repeats=5, warmup=5, batch_size=4))
+    HOSTED.check(RunConfig(prompt=None, prompt_tokens=4096))
+    HOSTED.check(RunConfig(model="Qwen/Qwen2.5-0.5B", prompt="hi"))
+    pinned = HOSTED.replace(model_allowlist=("tiny-random-llama",))
+    pinned.check(RunConfig(model=TINY, prompt="hi"))
+    with pytest.raises(ConfigError, match="not on this app's allowlist .* choose one of tiny-random-llama"):
+        pinned.check(RunConfig(model="Qwen/Qwen2.5-0.5B", prompt="hi"))
+
+
+def test_the_ui_path_shows_a_hosting_refusal_in_the_pane_and_escapes_it():
+    app = events.Playground(None, TINY, HOSTED)
+    values = {"model": "<img src=x onerror=alert(1)>/x", "prompt": "hi", "synthetic": False, "prompt_tokens": 8,
+              "new_tokens": 4, "mode": "benchmark", "repeats": 1, "warmup": 0, "selection": []}
+    for side in "AB":
+        values.update({f"{side}.use_cache": True, f"{side}.cache_impl": "dynamic", f"{side}.attn": "sdpa",
+                       f"{side}.dtype": "auto", f"{side}.compile": "off"})
+    final = list(events.run(app, {**values, "new_tokens": 10_000}, ("A",), "s1"))[-1]
+    assert "state-invalid" in final["pane_A"] and "limit of 512" in final["pane_A"]
+    final = list(events.run(app, values, ("A",), "s1"))[-1]  # the engine refuses the name; the pane shows it as text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in final["pane_A"] and "<img" not in final["pane_A"]
+    assert "1 run" not in final["history_note"] and app.store is None  # hosted: nothing in a durable store
+
+
+# ---- ZeroGPU -------------------------------------------------------------------------------------
+
+FAKE_SPACES = '''
+CALLS = []
+
+
+def GPU(task=None, *, duration=None, size=None):
+    """Stands in for spaces.GPU off ZeroGPU: records the duration asked for each call."""
+    def wrap(fn):
+        def inner(*args, **kwargs):
+            CALLS.append(duration(*args, **kwargs))
+            yield from fn(*args, **kwargs)
+        return inner
+    return wrap
+'''
+
+
+def test_gpu_duration_fits_the_request_within_the_scheduler_bounds():
+    small = RunConfig(prompt="hi", new_tokens=8, repeats=1, warmup=0)
+    medium = RunConfig(prompt="hi", new_tokens=256, repeats=3, warmup=1)
+    assert gpu_duration_s(small) == ZERO_GPU_MIN_S
+    assert ZERO_GPU_MIN_S < gpu_duration_s(medium) < ZERO_GPU_MAX_S
+    assert gpu_duration_s(medium.replace(new_tokens=384)) > gpu_duration_s(medium)
+    assert gpu_duration_s(medium.replace(repeats=5)) > gpu_duration_s(medium)
+    assert gpu_duration_s(RunConfig(prompt="hi", new_tokens=32_768, repeats=100)) == ZERO_GPU_MAX_S
+
+
+def test_zero_gpu_wraps_the_engine_and_refuses_compile(tmp_path, monkeypatch):
+    (tmp_path / "spaces").mkdir()
+    (tmp_path / "spaces" / "__init__.py").write_text(FAKE_SPACES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        policy = HostingPolicy.from_env({"SPACE_ID": "me/playground", "SPACES_ZERO_GPU": "true"})
+        assert policy.hosted and policy.zero_gpu
+        assert [label for label, _ in compile_choices(policy)][1] == f"default  ⛔ {COMPILE_ON_ZERO_GPU}"
+        with pytest.raises(ConfigError, match=COMPILE_ON_ZERO_GPU):
+            policy.check(RunConfig(prompt="hi", cache_impl="static", compile="default"))
+        config = RunConfig(model=TINY, prompt="hi", new_tokens=3, repeats=1, warmup=0, profile_kernels=False)
+        last = list(gpu_runner(engine.generate, policy.zero_gpu)(config, threading.Event()))[-1]
+        import spaces
+
+        assert last.record.status == "ok" and spaces.CALLS == [gpu_duration_s(config)]
+    finally:
+        sys.modules.pop("spaces", None)
+
+
+@pytest.mark.skipif(zero_gpu_available({"SPACES_ZERO_GPU": "1"}), reason="the spaces package is installed here")
+def test_without_spaces_nothing_changes():
+    policy = HostingPolicy.from_env({"SPACE_ID": "me/playground", "SPACES_ZERO_GPU": "true"})
+    assert not policy.zero_gpu and gpu_runner(engine.generate, False) is engine.generate
+    assert all("⛔" not in label for label, _ in compile_choices(policy))
+
+
+def test_flash_help_says_how_to_get_the_wheel_on_a_space_and_locally():
+    env = {"flash_attn": None, "torch": "2.8.0+cu128", "cuda": "12.8", "python": "3.12.12"}
+    hosted = flash_help(env, hosted=True)
+    assert "github.com/Dao-AILab/flash-attention/releases" in hosted and "torch==2.8.0" in hosted
+    assert "cu12torch2.8cxx11abiTRUE-cp312-cp312-linux_x86_64.whl" in hosted
+    assert hosted.index("requirements.txt") < hosted.index("pip install flash-attn --no-build-isolation")
+    assert flash_help({**env, "flash_attn": "2.8.3"}, hosted=True) == ""
+
+
+# ---- a launched hosted app ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def hosted_app(tmp_path_factory):
+    """The real app in hosted mode, started with HF tokens in its environment; yields its URL."""
+    from playground.ui import build_demo, launch
+
+    saved = {name: os.environ.get(name) for name in SECRETS}
+    os.environ.update(SECRETS)
+    demo = build_demo(default_model=TINY, policy=HOSTED)
+    launch(demo, prevent_thread_lock=True, quiet=True)
+    yield demo.local_url
+    demo.close()
+    for name, value in saved.items():
+        os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
+
+
+def _history_prompts(client) -> list[str]:
+    return [r["config"]["prompt"] for r in client.predict(api_name="/history")["runs"]]
+
+
+def test_hosted_history_is_per_session(hosted_app):
+    alice, bob = client_for(hosted_app), client_for(hosted_app)
+    assert alice.predict("alice's private prompt", TINY, **FAST, api_name="/run")["state"] == "ok"
+    assert bob.predict("bob's private prompt", TINY, **FAST, api_name="/run")["state"] == "ok"
+    assert _history_prompts(alice) == ["alice's private prompt"]
+    assert _history_prompts(bob) == ["bob's private prompt"]
+    assert _history_prompts(client_for(hosted_app)) == []  # a new visitor sees nobody's runs
+
+
+def test_hosted_limits_refuse_through_the_api_and_the_app_keeps_serving(hosted_app):
+    client = client_for(hosted_app)
+    for kwargs, words in ((dict(max_new_tokens=513), "limit of 512"), (dict(repeats=6), "limit of 5"),
+                          (dict(model="/tmp"), "local path")):
+        final = client.predict("hi", **{"model": TINY, **FAST, **kwargs}, api_name="/run")
+        assert final["state"] == "invalid" and words in final["message"] and final["record"] is None
+    assert client.predict("hi", TINY, **FAST, api_name="/run")["state"] == "ok"
+
+
+def test_no_token_is_shown_in_the_page_the_records_or_the_downloads(hosted_app):
+    client = client_for(hosted_app)
+    final = client.predict("hi", TINY, **FAST, api_name="/run")
+    page = httpx.get(hosted_app + "config", timeout=30).text
+    shown = [page, json.dumps(final), json.dumps(client.predict(api_name="/history"))]
+    shown += [p.read_text() for p in events.EXPORT_DIR.rglob("runs.*")]
+    assert "Hosted mode" in page and final["record"]["env"]["torch"]
+    for secret in SECRETS.values():
+        assert not any(secret in text for text in shown)
+
+
+# ---- bad input, through /run on the local app -----------------------------------------------------------
+
+BAD_INPUTS = [
+    ("unknown attention", dict(attn="flash-attention-9"), "attn='flash-attention-9' is not one of"),
+    ("unknown dtype", dict(dtype="fp8"), "dtype='fp8' is not one of"),
+    ("new tokens 0", dict(max_new_tokens=0), "new_tokens must be a whole number from 1"),
+    ("new tokens negative", dict(max_new_tokens=-5), "new_tokens must be a whole number from 1"),
+    ("new tokens huge", dict(max_new_tokens=10**12), "new_tokens must be a whole number from 1 to 32768"),
+    ("new tokens not a number", dict(max_new_tokens="lots"), "new_tokens must be a whole number, got 'lots'"),
+    ("repeats 0", dict(repeats=0), "repeats must be a whole number from 1"),
+    ("empty prompt", dict(prompt=""), "prompt is empty"),
+    ("whitespace prompt", dict(prompt=" \n\t "), "prompt is empty or only whitespace"),
+]
+ODD_PROMPTS = {  # must run, and come back exactly as sent
+    "emoji, right-to-left and control characters": "héllo 👋🏽 مرحبا بالعالم שלום \x00\x07\x1b[31m\u202e",
+    "HTML and script tags": "<script>alert('x')</script><img src=x onerror=alert(1)><b>{{7*7}}</b> ${x}",
+}
+
+
+def _healthy(client) -> None:
+    assert client.predict("still serving?", TINY, **FAST, api_name="/run")["state"] == "ok"
+
+
+@pytest.mark.parametrize("case, kwargs, words", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_gets_a_clear_message_and_the_app_serves_on(launched, figures, case, kwargs, words):
+    demo, _ = launched
+    client = client_for(demo.local_url)
+    request = {"prompt": "hi", "model": TINY, **FAST, **kwargs}
+    final = client.predict(**request, api_name="/run")
+    assert final["state"] == "invalid" and words in final["message"] and final["record"] is None
+    _healthy(client)
+    figures["bad inputs tried"] = figures.get("bad inputs tried", 0) + 1
+
+
+@pytest.mark.parametrize("prompt", ODD_PROMPTS.values(), ids=list(ODD_PROMPTS))
+def test_odd_characters_and_markup_run_as_plain_text(launched, figures, prompt):
+    demo, _ = launched
+    final = client_for(demo.local_url).predict(prompt, TINY, **FAST, api_name="/run")
+    assert final["state"] == "ok" and final["record"]["config"]["prompt"] == prompt
+    figures["bad inputs tried"] = figures.get("bad inputs tried", 0) + 1
+
+
+def test_a_lone_surrogate_is_refused_clearly(launched, figures):
+    """gradio_client cannot even encode one (UnicodeEncodeError), so send the JSON escape over plain HTTP."""
+    demo, _ = launched
+    client = client_for(demo.local_url)
+    with pytest.raises(UnicodeEncodeError):
+        client.predict("a\ud800b", TINY, **FAST, api_name="/run")
+    body = json.dumps({"data": ["a\ud800b", TINY, "sdpa", True, "auto", "off", 2, "dynamic", "benchmark", 1, 0]})
+    base = demo.local_url + "gradio_api/call/run"
+    sent = httpx.post(base, content=body, headers={"content-type": "application/json"}, timeout=30)
+    event_id = sent.json()["event_id"]
+    stream = httpx.get(f"{base}/{event_id}", timeout=60).text
+    assert "event: complete" in stream and "prompt contains invalid Unicode (a lone surrogate at character 1)" in stream
+    _healthy(client)
+    figures["bad inputs tried"] = figures.get("bad inputs tried", 0) + 1
