@@ -46,11 +46,13 @@ def make_endpoints(app: Playground):
 
     def run(prompt: str, model: str = app.default_model, attn: str = "sdpa", use_cache: bool = True,
             dtype: str = "auto", compile: str = "off", max_new_tokens: int = 64, cache_impl: str = "dynamic",
-            mode: str = "free", repeats: int = 1, warmup: int = 1, request: gr.Request = None) -> Iterator[dict]:
+            mode: str = "free", repeats: int = 1, warmup: int = 1, backend: str = "transformers",
+            request: gr.Request = None) -> Iterator[dict]:
         """Run one configuration; streams {text, tokens, state, status, message, record}, record set at the end."""
         shared = SharedSettings(model=model, prompt=prompt, new_tokens=max_new_tokens, mode=mode, repeats=repeats,
                                 warmup=warmup)
-        column = ColumnSettings(use_cache=use_cache, cache_impl=cache_impl, attn=attn, dtype=dtype, compile=compile)
+        column = ColumnSettings(use_cache=use_cache, cache_impl=cache_impl, attn=attn, dtype=dtype, compile=compile,
+                                backend=backend)
         for panes in stream(shared, {"A": column}, session_of(request)):
             yield _side(panes["A"])
 
@@ -58,12 +60,13 @@ def make_endpoints(app: Playground):
                 a_dtype: str = "auto", a_compile: str = "off", b_attn: str = "sdpa", b_use_cache: bool = True,
                 b_dtype: str = "auto", b_compile: str = "off", max_new_tokens: int = 64, mode: str = "benchmark",
                 repeats: int = 3, warmup: int = 1, a_cache_impl: str = "dynamic",
-                b_cache_impl: str = "dynamic", request: gr.Request = None) -> Iterator[dict]:
+                b_cache_impl: str = "dynamic", a_backend: str = "transformers", b_backend: str = "transformers",
+                request: gr.Request = None) -> Iterator[dict]:
         """Run A then B; streams {A, B, comparison}; comparison (identical tokens, speedups) is set at the end."""
         shared = SharedSettings(model=model, prompt=prompt, new_tokens=max_new_tokens, mode=mode, repeats=repeats,
                                 warmup=warmup)
-        columns = {"A": ColumnSettings(a_use_cache, a_cache_impl, a_attn, a_dtype, a_compile),
-                   "B": ColumnSettings(b_use_cache, b_cache_impl, b_attn, b_dtype, b_compile)}
+        columns = {"A": ColumnSettings(a_use_cache, a_cache_impl, a_attn, a_dtype, a_compile, a_backend),
+                   "B": ColumnSettings(b_use_cache, b_cache_impl, b_attn, b_dtype, b_compile, b_backend)}
         for panes in stream(shared, columns, session_of(request)):
             yield {"A": _side(panes["A"]), "B": _side(panes["B"]), "comparison": comparison(panes)}
 

@@ -65,6 +65,10 @@ def comparison_controls() -> tuple[dict[str, gr.Button], gr.Markdown]:
     return buttons, note
 
 
+BACKEND_CHOICES = [("transformers generate", "transformers"),
+                   ("fast: static cache + compiled decode step (Llama-family, sdpa)", "fast")]
+
+
 def column_controls(side: str, default: ColumnSettings, policy: HostingPolicy) -> Components:
     with gr.Group(elem_classes="side-card"):
         gr.HTML(f"<div class='side-title'><span class='side side-{side}'>{side}</span>Configuration {side}</div>",
@@ -77,9 +81,10 @@ def column_controls(side: str, default: ColumnSettings, policy: HostingPolicy) -
             dtype = gr.Dropdown(list(DTYPES), value=default.dtype, label="dtype", min_width=100)
             compile_ = gr.Dropdown(compile_choices(policy), value=default.compile, label="torch.compile",
                                    min_width=140)
+        backend = gr.Dropdown(BACKEND_CHOICES, value=default.backend, label="backend")
         note = gr.Markdown(elem_classes="side-note", padding=True)
     return {f"{side}.use_cache": use_cache, f"{side}.cache_impl": cache_impl, f"{side}.attn": attn,
-            f"{side}.dtype": dtype, f"{side}.compile": compile_, f"note_{side}": note}
+            f"{side}.dtype": dtype, f"{side}.compile": compile_, f"{side}.backend": backend, f"note_{side}": note}
 
 
 def shared_controls(default: SharedSettings) -> Components:

@@ -40,6 +40,7 @@ class ColumnSettings:
     attn: str = "sdpa"
     dtype: str = "auto"
     compile: str = "off"
+    backend: str = "transformers"
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def make_config(shared: SharedSettings, column: ColumnSettings, policy: HostingP
               else dict(prompt=shared.prompt))
     config = RunConfig(
         model=(shared.model or "").strip(), dtype=column.dtype, attn=column.attn, use_cache=bool(column.use_cache),
-        cache_impl=column.cache_impl, compile=column.compile, new_tokens=_whole("new_tokens", shared.new_tokens),
+        cache_impl=column.cache_impl, compile=column.compile, backend=column.backend, new_tokens=_whole("new_tokens", shared.new_tokens),
         mode=shared.mode, repeats=_whole("repeats", shared.repeats), warmup=_whole("warmup", shared.warmup), **prompt,
     )
     policy.check(config)
@@ -91,7 +92,8 @@ def check_column(shared: SharedSettings, column: ColumnSettings,
         device, dtype = capabilities.check(make_config(shared, column, policy))
     except ConfigError as exc:
         return False, str(exc)
-    return True, f"runs as {column.attn} · {dtype} on {device}"
+    backend = "fast backend · " if column.backend == "fast" else ""
+    return True, f"runs as {backend}{column.attn} · {dtype} on {device}"
 
 
 def attention_choices(dtype: str) -> list[tuple[str, str]]:
@@ -176,6 +178,14 @@ def comparisons() -> dict[str, Comparison]:
                    "time) and stays out of the measured repeats. On CPU compiling takes a while.",
                    _column(cache_impl="static"),
                    _column(cache_impl="static", compile="reduce-overhead" if cuda else "default"),
+                   dict(warmup=1, new_tokens=128)),
+        Comparison("Backend: transformers vs fast",
+                   "Same weights, same static cache: transformers' generate loop against a gpt-fast-style decoder "
+                   "whose compiled decode step replays as one CUDA graph per token (compile needs a GPU)."
+                   if cuda else "Same weights, same static cache: transformers' generate loop against the fast "
+                   "decoder; on a GPU both get compile, here both run eager.",
+                   _column(cache_impl="static", compile="reduce-overhead" if cuda else "off"),
+                   _column(cache_impl="static", compile="reduce-overhead" if cuda else "off", backend="fast"),
                    dict(warmup=1, new_tokens=128)),
     )
     return {c.name: c for c in items}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
 from conftest import TINY
 from playground.ui import events
-from playground.ui.settings import SIDES, comparisons
+from playground.ui.settings import SIDES, ColumnSettings, comparisons
 
 SMALL = dict(model=TINY, prompt="Hello <b>there</b>", synthetic=False, prompt_tokens=16, new_tokens=6,
              mode="benchmark", repeats=1, warmup=0, selection=[])
@@ -16,9 +17,18 @@ SMALL = dict(model=TINY, prompt="Hello <b>there</b>", synthetic=False, prompt_to
 def values(a: dict | None = None, b: dict | None = None, **shared) -> dict:
     out = {**SMALL, **shared}
     for side, changes in (("A", a or {}), ("B", b or {})):
-        column = {**dict(use_cache=True, cache_impl="dynamic", attn="sdpa", dtype="auto", compile="off"), **changes}
+        column = {**dataclasses.asdict(ColumnSettings()), **changes}
         out.update({f"{side}.{k}": v for k, v in column.items()})
     return out
+
+
+def test_backend_comparison_runs_transformers_then_fast_with_identical_tokens(store):
+    app = events.Playground(store, TINY)
+    final = list(events.run(app, values(a=dict(cache_impl="static"), b=dict(cache_impl="static", backend="fast")),
+                            ("A", "B"), "s1"))[-1]
+    assert "state-ok" in final["pane_A"] and "state-ok" in final["pane_B"], final["pane_B"]
+    assert "identical tokens (6 of 6)" in final["summary"]
+    assert [r.backend for r in store.records()] == ["fast", "transformers"]
 
 
 def test_run_a_vs_b_streams_then_fills_results(store):

@@ -4,6 +4,7 @@ and a catalogue of bad requests sent to `/run` through gradio_client, each follo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -18,7 +19,7 @@ from playground.config import ConfigError, RunConfig
 from playground.hosting import (COMPILE_ON_ZERO_GPU, HOSTED_LIMITS, ZERO_GPU_MAX_S, ZERO_GPU_MIN_S, HostingPolicy,
                                 gpu_duration_s, gpu_runner, zero_gpu_available)
 from playground.ui import events
-from playground.ui.settings import compile_choices, flash_help
+from playground.ui.settings import ColumnSettings, compile_choices, flash_help
 
 HOSTED = HostingPolicy.from_env({"PLAYGROUND_HOSTED": "1"})
 SECRETS = {"HF_TOKEN": "hf_hostedTestSecretValue0001", "HUGGING_FACE_HUB_TOKEN": "hf_hostedTestSecretValue0002"}
@@ -80,8 +81,7 @@ def test_the_ui_path_shows_a_hosting_refusal_in_the_pane_and_escapes_it():
     values = {"model": "<img src=x onerror=alert(1)>/x", "prompt": "hi", "synthetic": False, "prompt_tokens": 8,
               "new_tokens": 4, "mode": "benchmark", "repeats": 1, "warmup": 0, "selection": []}
     for side in "AB":
-        values.update({f"{side}.use_cache": True, f"{side}.cache_impl": "dynamic", f"{side}.attn": "sdpa",
-                       f"{side}.dtype": "auto", f"{side}.compile": "off"})
+        values.update({f"{side}.{name}": value for name, value in dataclasses.asdict(ColumnSettings()).items()})
     final = list(events.run(app, {**values, "new_tokens": 10_000}, ("A",), "s1"))[-1]
     assert "state-invalid" in final["pane_A"] and "limit of 512" in final["pane_A"]
     final = list(events.run(app, values, ("A",), "s1"))[-1]  # the engine refuses the name; the pane shows it as text
@@ -249,7 +249,8 @@ def test_a_lone_surrogate_is_refused_clearly(launched, figures):
     client = client_for(demo.local_url)
     with pytest.raises(UnicodeEncodeError):
         client.predict("a\ud800b", TINY, **FAST, api_name="/run")
-    body = json.dumps({"data": ["a\ud800b", TINY, "sdpa", True, "auto", "off", 2, "dynamic", "benchmark", 1, 0]})
+    body = json.dumps({"data": ["a\ud800b", TINY, "sdpa", True, "auto", "off", 2, "dynamic", "benchmark", 1, 0,
+                               "transformers"]})
     base = demo.local_url + "gradio_api/call/run"
     sent = httpx.post(base, content=body, headers={"content-type": "application/json"}, timeout=30)
     event_id = sent.json()["event_id"]
