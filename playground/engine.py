@@ -393,7 +393,8 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
     device, dtype = capabilities.check(config)
     record.device_effective, record.dtype_effective = device, dtype
     _check_memory(config, models, device, dtype)
-    yield Phase("loading", f"{config.model} ({dtype}, {config.transformers_attn}) on {device}")
+    fetch = "downloading if not cached, then " if model_source(config.model) == "hub" else ""
+    yield Phase("loading", f"{fetch}{config.model} ({dtype}, {config.transformers_attn}) on {device}")
     lm, reused = models.get(config.model, device, dtype, config.transformers_attn, config.trust_remote_code)
     record.model_source, record.random_weights, record.num_params = lm.source, lm.random_weights, lm.num_params
     record.load_s, record.model_reused = (0.0 if reused else lm.load_s), reused
