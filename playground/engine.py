@@ -454,7 +454,7 @@ def generate(config: RunConfig, stop: threading.Event | None = None, models: Mod
     """
     stop = stop or threading.Event()
     record = _blank_record(config)
-    stage = "checking the request"
+    stage, out_of_memory = "checking the request", False
     with DEVICE_LOCK:
         try:
             for event in _measure(config, record, stop, models):
@@ -468,7 +468,7 @@ def generate(config: RunConfig, stop: threading.Event | None = None, models: Mod
         except Stopped as exc:
             record.status, record.reason = "stopped", str(exc)
         except torch.cuda.OutOfMemoryError as exc:
-            models.clear()
+            out_of_memory = True
             record.status = "error"
             record.reason = (f"the GPU ran out of memory while {stage} ({str(exc).splitlines()[0][:160]}); lower "
                              "the prompt length, new tokens or batch size, or pick a smaller model or dtype. "
@@ -476,6 +476,8 @@ def generate(config: RunConfig, stop: threading.Event | None = None, models: Mod
         except Exception as exc:  # any other failure becomes a clear record; the caller keeps serving
             log.exception("run failed: %s", config)
             record.status, record.reason = "error", _describe_failure(exc, config)
+        if out_of_memory:
+            models.clear()  # after the handler, so the traceback no longer pins the model's tensors
         record.env = environment()
     yield Result(record)
 
