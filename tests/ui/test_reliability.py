@@ -174,7 +174,8 @@ def test_concurrent_requests_finish_in_queue_order_one_at_a_time(server, figures
     solo = [r["decode_tok_s"] for r in before[1:] + after]
     reference, rates = statistics.median(solo), [r["decode_tok_s"] for r in records]
     batch = statistics.median(rates)
-    assert abs(batch - reference) <= TOLERANCE * reference, f"median {batch:.0f} tok/s vs {reference:.0f} solo"
+    # one-sided: sharing the device can only slow runs down; a quieter moment than the solo runs is no fault
+    assert batch >= (1 - TOLERANCE) * reference, f"median {batch:.0f} tok/s vs {reference:.0f} solo"
     slow = [(i, round(rate)) for i, rate in enumerate(rates) if rate < RUN_FLOOR * reference]
     assert not slow, f"runs below {RUN_FLOOR:.0%} of the solo median {reference:.0f} tok/s: {slow}"
     growth_mb = server.rss_mb() - baseline_mb
