@@ -224,45 +224,50 @@ def _drain(sink: queue.SimpleQueue) -> list:
     return items
 
 
+def _generate_on_device(generate_fn, kwargs: dict[str, Any], config: RunConfig, device: str,
+                        profile: bool) -> dict[str, Any]:
+    """One timed generate call on the device thread: clock reads after a sync; optionally under the profiler."""
+    result: dict[str, Any] = {}
+    torch.manual_seed(config.seed)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    with torch.inference_mode(), _sdpa_context(config.sdpa_backend):
+        result["inference_mode"] = torch.is_inference_mode_enabled()
+        synchronize(device)
+        result["call_start"] = time.perf_counter()
+        if profile:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if device == "cuda":
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            with torch.profiler.profile(activities=activities) as prof:
+                out = generate_fn(**kwargs)
+            result["phases"] = kernels.phases_from_profile(prof)
+        else:
+            out = generate_fn(**kwargs)
+        synchronize(device)
+        result["end"] = time.perf_counter()
+    result["kv"] = _cache_bytes(out.past_key_values)
+    result["mem"] = _memory_bytes(device)
+    return result
+
+
 def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int, stop: threading.Event,
               pass_name: str, profile: bool = False) -> Iterator[Token]:
-    """Run one generate call in a worker thread and yield its tokens as they come; returns a PassOutput."""
+    """Run one generate call on the device thread and yield its tokens as they come; returns a PassOutput."""
     sink: queue.SimpleQueue = queue.SimpleQueue()
     done = object()
     recorder = _Recorder(lm.device, sink, mark_phases=profile)
-    result: dict[str, Any] = {}
     kwargs = _generate_kwargs(config, lm, input_ids, new_tokens)
     kwargs.update(streamer=recorder, stopping_criteria=StoppingCriteriaList([_StopOnEvent(stop)]))
     generate_fn = lm.model.generate
     if config.backend == "fast":
         generate_fn = functools.partial(fast_generate, lm.model, compile_mode=config.compile)
 
-    def work() -> None:
+    def work() -> dict[str, Any]:
         try:
-            torch.manual_seed(config.seed)
-            if lm.device == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-            with torch.inference_mode(), _sdpa_context(config.sdpa_backend):
-                result["inference_mode"] = torch.is_inference_mode_enabled()
-                synchronize(lm.device)
-                result["call_start"] = time.perf_counter()
-                if profile:
-                    activities = [torch.profiler.ProfilerActivity.CPU]
-                    if lm.device == "cuda":
-                        activities.append(torch.profiler.ProfilerActivity.CUDA)
-                    with torch.profiler.profile(activities=activities) as prof:
-                        out = generate_fn(**kwargs)
-                    result["phases"] = kernels.phases_from_profile(prof)
-                else:
-                    out = generate_fn(**kwargs)
-                synchronize(lm.device)
-                result["end"] = time.perf_counter()
-            result["kv"] = _cache_bytes(out.past_key_values)
-            result["mem"] = _memory_bytes(lm.device)
-        except BaseException as exc:  # handed to the consumer thread below
-            result["error"] = exc
+            return _generate_on_device(generate_fn, kwargs, config, lm.device, profile)
         finally:
-            sink.put(done)
+            sink.put(done)  # wakes the consumer whether generate returned or raised
 
     decoder = IncrementalDecoder(lm.tokenizer)
     worker = DEVICE_THREAD.submit(work)
@@ -278,9 +283,8 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
     finally:
         if not finished:  # the consumer went away mid-pass: stop generating, free the device
             stop.set()
-        worker.result()
-    if "error" in result:
-        raise result["error"]
+        concurrent.futures.wait([worker])
+    result = worker.result()  # re-raises what generate raised
     if stop.is_set():
         raise Stopped(f"stopped after {len(recorder.ids)} tokens of {pass_name}")
     if not recorder.times:
