@@ -38,12 +38,13 @@ from playground.config import ConfigError, RunConfig
 from playground.fast import fast_generate, unsupported_reason
 from playground.hardware import memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
-                               load_config, model_source)
+                               hub_download_bytes, load_config, model_source)
 from playground.metrics import PassTiming, summarize
 from playground.record import RunRecord, environment
 
 PROFILE_NEW_TOKENS = 9
-POLL_S = 0.02  # how often the consumer picks up tokens; timings are taken in the generate thread  # one prefill step and eight decode steps are enough to name the kernels
+POLL_S = 0.02  # how often the consumer picks up tokens; timings are taken in the generate thread
+LOAD_POLL_S = 0.5  # how often a long load reports progress  # one prefill step and eight decode steps are enough to name the kernels
 DEVICE_LOCK = threading.Lock()
 # All device work runs on this one thread: CUDA graphs captured by torch.compile (reduce-overhead)
 # belong to the thread that recorded them, and the profiler wants one thread too.
@@ -393,13 +394,29 @@ def _check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str
     memory.refuse_if_too_big(est, device, prompt_tokens + config.new_tokens, config.batch_size)
 
 
+def _load_with_progress(config: RunConfig, models: ModelCache, device: str, dtype: str) -> Iterator[Phase]:
+    """Load on the device thread, saying every LOAD_POLL_S how long it has taken and, for a hub id, how many
+    bytes have arrived in the Hugging Face cache so far; returns (model, reused)."""
+    what = f"{config.model} ({dtype}, {config.transformers_attn}) on {device}"
+    yield Phase("loading", what)
+    hub = model_source(config.model) == "hub"
+    before = hub_download_bytes(config.model) if hub else 0
+    start = time.perf_counter()
+    future = DEVICE_THREAD.submit(models.get, config.model, device, dtype, config.transformers_attn,
+                                  config.trust_remote_code)
+    while True:
+        try:
+            return future.result(timeout=LOAD_POLL_S)
+        except concurrent.futures.TimeoutError:
+            fetched = f"downloaded {(hub_download_bytes(config.model) - before) / 1e6:,.0f} MB · " if hub else ""
+            yield Phase("loading", f"{what} · {fetched}{time.perf_counter() - start:.0f} s")
+
+
 def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
     device, dtype = capabilities.check(config)
     record.device_effective, record.dtype_effective = device, dtype
     _check_memory(config, models, device, dtype)
-    fetch = "downloading if not cached, then " if model_source(config.model) == "hub" else ""
-    yield Phase("loading", f"{fetch}{config.model} ({dtype}, {config.transformers_attn}) on {device}")
-    lm, reused = models.get(config.model, device, dtype, config.transformers_attn, config.trust_remote_code)
+    lm, reused = yield from _load_with_progress(config, models, device, dtype)
     record.model_source, record.random_weights, record.num_params = lm.source, lm.random_weights, lm.num_params
     record.load_s, record.model_reused = (0.0 if reused else lm.load_s), reused
     record.attn_effective = lm.attn_effective

@@ -107,6 +107,14 @@ def _from_pretrained(name: str, source: str, device: str, dtype: str, attn: str,
     return model, tokenizer
 
 
+def hub_download_bytes(repo_id: str) -> int:
+    """Bytes of `repo_id` in the local Hugging Face cache, partial downloads included (progress of a fetch)."""
+    from huggingface_hub import constants
+
+    blobs = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "blobs"
+    return sum(f.stat().st_size for f in blobs.glob("*") if f.is_file()) if blobs.is_dir() else 0
+
+
 def load_config(name: str, trust_remote_code: bool = False):
     """The model's config alone (no weights): enough to size memory before anything loads."""
     from transformers import AutoConfig

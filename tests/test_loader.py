@@ -82,3 +82,26 @@ def test_noise_tokenizer_covers_the_whole_vocabulary():
     ids = tok("Ünïcode 😀 text")["input_ids"]
     assert max(ids) < 4096 and tok.decode(ids) == "Ünïcode 😀 text"
     assert tok.decode([4095]).strip().isalpha()  # every id the model can emit decodes to a word
+
+
+def test_a_long_load_reports_progress(monkeypatch):
+    from playground import engine
+
+    MODELS.clear()
+    monkeypatch.setattr(engine, "LOAD_POLL_S", 0.01)
+    events = list(engine.generate(RunConfig(model="stdlib-llama-tiny", prompt="x", **RUN)))
+    loading = [e.detail for e in events if isinstance(e, engine.Phase) and e.phase == "loading"]
+    assert len(loading) >= 2 and loading[-1].endswith(" s") and "stdlib-llama-tiny" in loading[0]
+
+
+def test_hub_download_bytes_counts_partial_blobs(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from playground.loader import hub_download_bytes
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    blobs = tmp_path / "models--owner--name" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / "abc").write_bytes(b"x" * 1000)
+    (blobs / "def.incomplete").write_bytes(b"x" * 500)
+    assert hub_download_bytes("owner/name") == 1500 and hub_download_bytes("owner/other") == 0
