@@ -38,7 +38,7 @@ from playground.config import ConfigError, RunConfig
 from playground.fast import fast_generate, unsupported_reason
 from playground.hardware import memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
-                               hub_download_bytes, load_config, model_source)
+                               hub_download_bytes, model_source)
 from playground.metrics import PassTiming, summarize
 from playground.record import RunRecord, environment
 
@@ -385,7 +385,7 @@ def _check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str
     key = cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code)
     # before tokenizing, a text prompt has at most one token per UTF-8 byte (plus specials)
     prompt_tokens = config.prompt_tokens or len(config.prompt.encode("utf-8")) + 2
-    model_config = load_config(config.model, config.trust_remote_code)
+    model_config = models.config_for(config.model, config.trust_remote_code)
     try:
         est = memory.estimate(config, model_config, device, dtype, prompt_tokens, models.held_bytes,
                               reuse=models.holds(key))

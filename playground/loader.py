@@ -171,6 +171,12 @@ class ModelCache:
     def holds(self, key: tuple) -> bool:
         return self._loaded is not None and self._loaded.key == key
 
+    def config_for(self, name: str, trust_remote_code: bool = False):
+        """The config of `name`: the loaded model's when it is held, else read (for a hub id, fetched) anew."""
+        if self._loaded is not None and self._loaded.key[0] == name:
+            return self._loaded.model.config
+        return load_config(name, trust_remote_code)
+
     @property
     def held_bytes(self) -> int:
         """Bytes of the loaded model's weights (freed when another model replaces it)."""
