@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 from torch._dynamo.utils import counters
@@ -36,18 +34,15 @@ def test_compiled_greedy_matches_eager_and_transformers_in_fp32(batch):
 def test_decode_step_replays_a_cuda_graph_and_is_reused_across_runs():
     model = MODELS.get("tiny-random-llama", "cuda", "bf16", "sdpa")[0].model
     counters.clear()
-    ids = ids_for(model, 1, 17)
-    start = time.perf_counter()
-    first = fast_generate(model, input_ids=ids, max_new_tokens=64, compile_mode="reduce-overhead", min_new_tokens=64)
-    cold_s = time.perf_counter() - start
-    start = time.perf_counter()
+    first = fast_generate(model, input_ids=ids_for(model, 1, 17), max_new_tokens=64, compile_mode="reduce-overhead",
+                          min_new_tokens=64)
+    graphs_after_first = counters["stats"]["unique_graphs"]
     again = fast_generate(model, input_ids=ids_for(model, 1, 30), max_new_tokens=64, compile_mode="reduce-overhead",
                           min_new_tokens=64)
-    warm_s = time.perf_counter() - start
     assert counters["inductor"]["cudagraph_skips"] == 0
     assert again.state_reused and again.past_key_values is first.past_key_values
     assert len(again.past_key_values.compiled) == 1
-    assert warm_s < cold_s / 5  # no second compile
+    assert graphs_after_first > 0 and counters["stats"]["unique_graphs"] == graphs_after_first  # nothing recompiled
 
 
 def test_sampled_compiled_decoding_is_reproducible():
