@@ -5,11 +5,12 @@ so bandwidth / (weight + KV bytes) is the ceiling on tok/s. Transformers with a 
 torch.compile (reduce-overhead) reaches about half of it on an H200; the fast backend replays one
 CUDA graph per token over the same weights. Both run here side by side, on the same model object
 and the same prompt, and the table gives decode tok/s, % of that roofline, cold start
-(compile + graph capture: first call's end-to-end time minus the steady mean), the ratio
+(compile + graph capture, the engine's `compile_s`), the ratio
 fast / transformers and whether greedy ids agree (else the first differing position).
 
-Timing is the engine's: a device synchronize before every clock read (in the streamer, once
-before prefill and once per token), decode tok/s = (n - 1) / (t_last - t_first).
+Both rows are engine runs (`run(config)` and `run(config.replace(backend="fast"))`), so timing,
+cold start and the profiler's kernel proof are the engine's: a device synchronize before every
+clock read, decode tok/s = (n - 1) / (t_last - t_first), warm-up (and compile) reported apart.
 
     python -m benchmarks.fast_decode --model llama-3.1-8b-shape,llama-3.2-1b-shape   # CUDA: bf16, compiled
     python -m benchmarks.fast_decode --dtype bf16,fp32     # fp32 row: greedy ids should agree exactly
@@ -20,39 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from dataclasses import dataclass, field
 
 import torch
-from transformers.generation.streamers import BaseStreamer
 
 from playground.config import RunConfig
-from playground.engine import _prompt_ids, _sdpa_context, run
-from playground.fast import fast_generate, unsupported_reason
-from playground.hardware import memory_bandwidth_gb_s, synchronize
-from playground.loader import MODELS
-from playground.metrics import PassTiming, first_difference, summarize
+from playground.engine import run
+from playground.metrics import first_difference
 from playground.record import environment
-
-
-class Clock(BaseStreamer):
-    """Synchronize, then read the clock: once for the prompt (prefill starts), then once per token."""
-
-    def __init__(self, device: str) -> None:
-        self.device = device
-        self.prefill_start: float | None = None
-        self.times: list[float] = []
-
-    def put(self, value: torch.Tensor) -> None:
-        synchronize(self.device)
-        now = time.perf_counter()
-        if self.prefill_start is None:
-            self.prefill_start = now
-        else:
-            self.times.append(now)
-
-    def end(self) -> None:
-        pass
 
 
 @dataclass
@@ -71,18 +47,6 @@ class Row:
     ids: list[int] = field(default_factory=list, repr=False)
 
 
-def fast_pass(lm, input_ids: torch.Tensor, new_tokens: int, compile_mode: str, sdpa: str | None, compile_prefill: bool):
-    """One fast_generate call timed like an engine pass; returns (PassTiming, output)."""
-    clock = Clock(lm.device)
-    with _sdpa_context(sdpa):
-        synchronize(lm.device)
-        start = time.perf_counter()
-        out = fast_generate(lm.model, input_ids=input_ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                            streamer=clock, compile_mode=compile_mode, compile_prefill=compile_prefill)
-        synchronize(lm.device)
-    return PassTiming(clock.prefill_start, tuple(clock.times), time.perf_counter(), start), out
-
-
 def measure_transformers(config: RunConfig) -> Row:
     record = run(config)
     row = Row(config.model, "transformers", record.dtype_effective or config.dtype, config.attn)
@@ -95,30 +59,19 @@ def measure_transformers(config: RunConfig) -> Row:
     return row
 
 
-def measure_fast(config: RunConfig, sdpa: str | None, compile_prefill: bool) -> Row:
-    lm, _ = MODELS.get(config.model, config.device, config.dtype, config.transformers_attn)
-    row = Row(config.model, "fast", config.dtype, f"sdpa:{sdpa}" if sdpa else "sdpa")
-    input_ids = _prompt_ids(config, lm)  # the engine's synthetic prompt for this seed: the same ids
-    reason = unsupported_reason(lm.model, total_tokens=input_ids.shape[1] + config.new_tokens,
-                                compile_mode=config.compile)
-    if reason:
-        row.note = f"refused: {reason}"
+def measure_fast(config: RunConfig, sdpa: str) -> Row:
+    """The same engine run with backend=fast: same model object, prompt ids, timing and kernel proof."""
+    attn = "sdpa" if sdpa == "auto" else f"sdpa:{sdpa}"
+    record = run(config.replace(backend="fast", attn=attn))
+    row = Row(config.model, "fast", record.dtype_effective or config.dtype, attn)
+    if record.status != "ok":
+        row.note = f"{record.status}: {record.reason}"
         return row
-    passes = [fast_pass(lm, input_ids, config.new_tokens, config.compile, sdpa, compile_prefill)
-              for _ in range(1 + config.repeats)]
-    cold, steady = passes[0][0], passes[1:]
-    decode = summarize([timing.decode_tok_s for timing, _ in steady])
-    row.decode_tok_s, row.decode_tok_s_std = decode.mean, decode.std
-    out = steady[-1][1]
-    row.ids = out.sequences[0, input_ids.shape[1]:].tolist()
-    if config.compile != "off":
-        row.cold_start_s = max(0.0, cold.e2e_ms - summarize([t.e2e_ms for t, _ in steady]).mean) / 1e3
-    bandwidth = memory_bandwidth_gb_s() if lm.device == "cuda" else None
-    if bandwidth:
-        roofline_tok_s = bandwidth * 1e9 / (lm.param_bytes + out.kv_cache_bytes)
-        row.roofline_pct = 100 * row.decode_tok_s / roofline_tok_s
-    prefill = "compiled" if compile_prefill and config.compile != "off" else "eager"
-    row.note = f"compile={config.compile}, prefill {prefill}, cache {out.past_key_values.cache_len} positions"
+    row.decode_tok_s, row.decode_tok_s_std = record.decode_tok_s, record.decode_tok_s_std
+    row.roofline_pct, row.cold_start_s, row.ids = record.bandwidth_roofline_pct, record.compile_s, record.output_ids
+    decode_kernels = ", ".join(record.attn_families.get("decode", [])) or "not profiled"
+    row.note = f"compile={config.compile}; decode attention: {decode_kernels}" + (
+        f"; FALLBACK: {record.fallback}" if record.fallback else "")
     return row
 
 
@@ -154,7 +107,6 @@ def main() -> None:
     parser.add_argument("--fast-sdpa", default="auto",
                         help="comma-separated SDPA backends for the fast decoder: auto (torch chooses), flash, "
                              "efficient, cudnn, math (gpt-fast decodes with math, which inductor fuses)")
-    parser.add_argument("--eager-prefill", action="store_true", help="compile only the decode step")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
@@ -166,11 +118,11 @@ def main() -> None:
         for dtype in args.dtype.split(","):
             config = RunConfig(model=model, device=device, dtype=dtype, attn="sdpa", cache_impl="static",
                                compile=args.compile, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
-                               repeats=args.repeats, warmup=1, profile_kernels=False)
+                               repeats=args.repeats, warmup=1)
             base = measure_transformers(config)
             rows.append(base)
             for sdpa in args.fast_sdpa.split(","):
-                fast = measure_fast(config, None if sdpa == "auto" else sdpa, not args.eager_prefill)
+                fast = measure_fast(config, sdpa)
                 compare(base, fast)
                 rows.append(fast)
     print_table(rows)
