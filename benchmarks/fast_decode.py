@@ -87,14 +87,17 @@ def fmt(value, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
 
-def print_table(rows: list[Row]) -> None:
+def print_header() -> None:
     print("| model | backend | dtype | attn | decode tok/s | % of bandwidth roofline | cold start s | "
           "fast / transformers | greedy ids match | note |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        tok_s = f"{fmt(r.decode_tok_s, '.1f')} ± {fmt(r.decode_tok_s_std, '.1f')}" if r.decode_tok_s else ""
-        print(f"| {r.model} | {r.backend} | {r.dtype} | {r.attn} | {tok_s} | {fmt(r.roofline_pct, '.0f')} | "
-              f"{fmt(r.cold_start_s, '.1f')} | {fmt(r.ratio, '.2f')} | {r.ids_match} | {r.note} |", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+
+
+def print_row(r: Row) -> None:
+    """One row as soon as it is measured, so a run cut short still shows what finished."""
+    tok_s = f"{fmt(r.decode_tok_s, '.1f')} ± {fmt(r.decode_tok_s_std, '.1f')}" if r.decode_tok_s else ""
+    print(f"| {r.model} | {r.backend} | {r.dtype} | {r.attn} | {tok_s} | {fmt(r.roofline_pct, '.0f')} | "
+          f"{fmt(r.cold_start_s, '.1f')} | {fmt(r.ratio, '.2f')} | {r.ids_match} | {r.note} |", flush=True)
 
 
 def main() -> None:
@@ -114,6 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     device = "cuda" if cuda else "cpu"
     rows: list[Row] = []
+    print_header()
     for model in args.model.split(","):
         for dtype in args.dtype.split(","):
             config = RunConfig(model=model, device=device, dtype=dtype, attn="sdpa", cache_impl="static",
@@ -121,11 +125,12 @@ def main() -> None:
                                repeats=args.repeats, warmup=1)
             base = measure_transformers(config)
             rows.append(base)
+            print_row(base)
             for sdpa in args.fast_sdpa.split(","):
                 fast = measure_fast(config, sdpa)
                 compare(base, fast)
                 rows.append(fast)
-    print_table(rows)
+                print_row(fast)
     print(f"\nbatch 1, prompt {args.prompt_tokens}, {args.new_tokens} new tokens, greedy, EOS off; "
           f"mean ± std of {args.repeats} repeats after one cold call; device {device}")
     if args.output:
