@@ -126,7 +126,9 @@ def _version(dist: str) -> str | None:
 
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short=12", "HEAD"],
+        # "-dirty" when tracked files differ from HEAD: a copied tree (as on a remote GPU machine) may carry
+        # stale git metadata, and the record must not claim a commit it did not run
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
                              capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None

@@ -1,7 +1,7 @@
 """Load, faults and durability against the real app started as `python app.py` on a loopback port.
 
 - 16 concurrent gradio_client `/run` requests: all finish, in queue order, one at a time on the device
-  (each run's decode tok/s within 25% of a solo run's), and the server's memory returns near its baseline.
+  (each run's decode tok/s within 25% of a solo run's; device windows never overlap), and the server's memory returns near its baseline.
 - SIGKILL during a run: on restart the store opens, every run finished before the kill is there, and
   the app serves again.
 - A corrupt store file: the app starts, says so on the page, and keeps the damaged file.
@@ -35,11 +35,12 @@ SECRET = "hf_reliabilityTestSecret0003"
 CONCURRENT = 16
 NEW_TOKENS = 96  # enough decode steps (~0.3 s) to average out a busy 2-core machine's jitter
 BLOCKER_TOKENS = 1500  # ~5 s on 2 busy CPU cores: longer than submitting 16 requests (2-4 s)
-# Sharing the device can only slow a run: two interleaved runs get about half the rate each. The batch's
-# median must stay within 25% of the solo median (every run slowed), and each run above 55% of it (any
-# one run sharing the device). Single runs are not held to 25%: on a shared, busy 2-core machine identical
-# solo runs alone ranged 210-400 tok/s, and one run in 16 often dipped 30-40% under someone else's load.
-TOLERANCE, RUN_FLOOR = 0.25, 0.55
+# Sharing the device can only slow a run: two interleaved runs get about half the rate each. Each concurrent
+# run must be within 25% of a solo run's rate (no slower than 75% of the slowest of six solo runs, three
+# before and three after), and the batch's median within 25% of the solo median. Identical solo runs on a
+# shared, busy 2-core machine range widely (210-400 tok/s seen), so the solo runs set the band; the
+# device windows below are the direct proof that no two runs overlapped.
+TOLERANCE = 0.25
 LOOPBACK = "127.0.0.1,localhost"
 POLL_SLACK_S = 0.1  # two 20 ms polls plus delivery over two loopback streams
 RSS_MARGIN_MB = 150
@@ -176,17 +177,18 @@ def test_concurrent_requests_finish_in_queue_order_one_at_a_time(server, figures
     batch = statistics.median(rates)
     # one-sided: sharing the device can only slow runs down; a quieter moment than the solo runs is no fault
     assert batch >= (1 - TOLERANCE) * reference, f"median {batch:.0f} tok/s vs {reference:.0f} solo"
-    slow = [(i, round(rate)) for i, rate in enumerate(rates) if rate < RUN_FLOOR * reference]
-    assert not slow, f"runs below {RUN_FLOOR:.0%} of the solo median {reference:.0f} tok/s: {slow}"
+    floor = (1 - TOLERANCE) * min(solo)
+    slow = [(i, round(rate)) for i, rate in enumerate(rates) if rate < floor]
+    assert not slow, f"runs more than 25% below every solo run ({min(solo):.0f}-{max(solo):.0f} tok/s): {slow}"
     growth_mb = server.rss_mb() - baseline_mb
     assert growth_mb < RSS_MARGIN_MB, f"server RSS grew by {growth_mb:.0f} MB"
     server.finished += [r["run_id"] for r in before + [blocker.result()["record"]] + records + after]
-    within = sum(abs(rate - reference) <= TOLERANCE * reference for rate in rates)
+    within = sum(rate >= (1 - TOLERANCE) * reference for rate in rates)
     figures.update({"requests held": CONCURRENT, "requests overlapping on the device": len(overlaps),
                     "concurrent wall s": round(elapsed, 1),
                     "decode tok/s solo min/median/max": f"{min(solo):.0f}/{reference:.0f}/{max(solo):.0f}",
                     "decode tok/s concurrent min/median/max": f"{min(rates):.0f}/{batch:.0f}/{max(rates):.0f}",
-                    "concurrent runs within 25% of the solo median": f"{within}/{CONCURRENT}",
+                    "concurrent runs no more than 25% below the solo median": f"{within}/{CONCURRENT}",
                     "server RSS growth MB": round(growth_mb, 1)})
 
 
