@@ -121,7 +121,10 @@ class _Recorder(BaseStreamer):
         self._range = torch.autograd.profiler.record_function(kernels.PHASE_PREFIX + name).__enter__() if name else None
 
     def put(self, value: torch.Tensor) -> None:
-        synchronize(self.device)
+        # A token already on the host was computed before it was copied, so its clock read needs no
+        # device-wide sync (which would also wait for a step the fast backend queued after it).
+        if self.prefill_start is None or value.device.type != "cpu":
+            synchronize(self.device)
         now = time.perf_counter()
         if self.prefill_start is None:
             self.prefill_start = now

@@ -151,7 +151,7 @@ def fast_generate(model, *, input_ids: torch.Tensor, attention_mask: torch.Tenso
     cache_len = cache_len_for(prompt_len + max_new_tokens, getattr(model.config, "max_position_embeddings", None))
     criteria = list(stopping_criteria or [])
     eos_can_end = bool(eos) and min_new < max_new_tokens
-    listener = Listener(batch, streamer, criteria, eos) if streamer is not None or criteria or eos_can_end else None
+    listening = streamer is not None or criteria or eos_can_end
 
     with torch.inference_mode():
         state, reused = state_cache(model).get(model, batch, cache_len)
@@ -160,45 +160,77 @@ def fast_generate(model, *, input_ids: torch.Tensor, attention_mask: torch.Tenso
         prefill_fn, decode_fn = compiled_steps(state, compile_mode, compile_prefill)
         if streamer is not None:
             streamer.put(input_ids.cpu())
-        token, logits = prefill_fn(model, state, input_ids.to(state.tokens.device), do_sample)
-        generated = decode_n_tokens(model, state, decode_fn, token, logits, prompt_len, max_new_tokens, do_sample,
-                                    listener)
+        _, logits = prefill_fn(model, state, input_ids.to(state.tokens.device), do_sample)
+        listener = Listener(batch, streamer, criteria, eos, pad_token_id, state.tokens.device) if listening else None
+        generated = decode_n_tokens(model, state, decode_fn, logits, prompt_len, max_new_tokens, do_sample, listener)
         if streamer is not None:
             streamer.end()
         sequences = state.tokens[:, : prompt_len + generated].clone()
     return FastOutput(sequences, state, reused)
 
 
-def decode_n_tokens(model, state: StaticState, decode_fn: Callable, token: torch.Tensor, logits: torch.Tensor,
-                    prompt_len: int, max_new_tokens: int, sample: bool, listener: Listener | None) -> int:
+def decode_n_tokens(model, state: StaticState, decode_fn: Callable, logits: torch.Tensor, prompt_len: int,
+                    max_new_tokens: int, sample: bool, listener: Listener | None) -> int:
     """Run decode steps until max_new_tokens or every row has ended; returns the number of new tokens.
 
-    Without a listener nothing is read back per step and the device runs ahead of Python.
+    Without a listener nothing is read back and the device runs ahead of Python. With one, the
+    step that makes token g + 1 is launched before token g is read back (as transformers' deferred
+    stop check does), so the device computes while the host streams and checks; a run that ends at
+    token g has computed one token more, which is never streamed or returned.
     """
+    if listener is None:
+        for _ in range(max_new_tokens - 1):
+            decode_fn(model, state, sample)
+        return max_new_tokens
     for generated in range(1, max_new_tokens + 1):
-        if listener is not None and listener.all_ended(state, token, logits, prompt_len + generated):
-            return generated
+        column = prompt_len + generated - 1  # where token `generated` sits in state.tokens
+        listener.fetch(state, column, logits)
         if generated < max_new_tokens:
-            token, logits = decode_fn(model, state, sample)
+            _, logits = decode_fn(model, state, sample)
+        if listener.all_ended(state, column + 1):
+            return generated
     return max_new_tokens
 
 
 class Listener:
-    """The host side of each step: hand the new ids to the streamer, then ask criteria and EOS whether to stop."""
+    """The host side of each step: hand the new ids to the streamer, then ask criteria and EOS whether to stop.
 
-    def __init__(self, batch: int, streamer, criteria: Sequence[Callable], eos: list[int]) -> None:
+    `fetch` queues the copy of one token column to the host and returns at once; `all_ended` waits
+    for that copy only (not for steps queued after it), so its clock reads and checks overlap the
+    next step on the device.
+    """
+
+    def __init__(self, batch: int, streamer, criteria: Sequence[Callable], eos: list[int], pad_id: int,
+                 device: torch.device) -> None:
         self.streamer, self.criteria = streamer, list(criteria)
         self.eos = torch.tensor(eos, dtype=torch.long)
+        self.pad_id = pad_id
         self.ended = torch.zeros(batch, dtype=torch.bool)
+        cuda = device.type == "cuda"
+        self.host = torch.zeros(batch, dtype=torch.long, pin_memory=cuda)
+        self.copied = torch.cuda.Event() if cuda else None
+        self.scores: torch.Tensor | None = None
 
-    def all_ended(self, state: StaticState, token: torch.Tensor, logits: torch.Tensor, length: int) -> bool:
-        token_cpu = token.cpu()  # (batch,): the one device read per step
+    def fetch(self, state: StaticState, column: int, logits: torch.Tensor) -> None:
+        self.host.copy_(state.tokens[:, column], non_blocking=self.copied is not None)
+        if self.criteria:  # a replayed graph overwrites its logits on the next step: criteria get a copy
+            self.scores = logits.clone()
+        if self.copied is not None:
+            self.copied.record()
+
+    def all_ended(self, state: StaticState, length: int) -> bool:
+        if self.copied is not None:
+            self.copied.synchronize()
+        token_cpu = self.host.clone()
         if self.streamer is not None:
             self.streamer.put(token_cpu)
         if self.criteria:
-            stop = _stop_requested(self.criteria, state.tokens[:, :length], logits)
-            if bool((stop & ~self.ended).any()):
-                state.finished |= stop.to(state.finished.device)  # rows ended here are padded from now on
+            stop = _stop_requested(self.criteria, state.tokens[:, :length], self.scores)
+            newly = (stop & ~self.ended).to(state.finished.device)
+            if bool(newly.any()):
+                state.finished |= newly  # rows ended here are padded from the next token on,
+                if length < state.cache_len:  # including the one already computed
+                    state.tokens[:, length].masked_fill_(newly, self.pad_id)
             self.ended |= stop
         self.ended |= torch.isin(token_cpu, self.eos)
         return bool(self.ended.all())

@@ -116,6 +116,17 @@ def test_stopping_criteria_end_generation(llama):
     assert stopped.sequences.shape == (1, 6)  # the first token is always produced
 
 
+def test_a_row_ended_by_a_criterion_is_padded_like_transformers(llama):
+    """The step after the stop is already computed when the host sees it: its token must still become padding."""
+    ids = prompt(2, 5, llama.config.vocab_size, seed=4)
+    row0_after_three = lambda input_ids, scores: torch.tensor([input_ids.shape[1] >= 5 + 3, False])  # noqa: E731
+    expected = reference(llama, ids, 10, min_new_tokens=10, stopping_criteria=StoppingCriteriaList([row0_after_three]))
+    got = fast_generate(llama, input_ids=ids, max_new_tokens=10, min_new_tokens=10, pad_token_id=0,
+                        stopping_criteria=[row0_after_three], streamer=Collect())
+    assert torch.equal(got.sequences, expected)
+    assert (got.sequences[0, 8:] == 0).all() and not (got.sequences[1, 8:] == 0).all()
+
+
 @pytest.mark.parametrize("batch", [1, 2])
 def test_eos_ends_free_generation_like_transformers(llama, batch):
     ids = prompt(batch, 9, llama.config.vocab_size, seed=3)

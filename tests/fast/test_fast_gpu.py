@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 from torch._dynamo.utils import counters
+from transformers import StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
 
 from playground.fast import fast_generate
 from playground.loader import MODELS
@@ -55,3 +57,27 @@ def test_sampled_compiled_decoding_is_reproducible():
                              temperature=0.9, compile_mode="reduce-overhead").sequences
 
     assert torch.equal(sample(3), sample(3))
+
+
+def test_compiled_streaming_with_a_row_stop_matches_transformers_in_fp32():
+    """The host reads token g while the graph for g + 1 runs: streamed ids, padding and stops must not shift."""
+    model = MODELS.get("tiny-random-llama", "cuda", "fp32", "sdpa")[0].model
+    ids = ids_for(model, 2, 20)
+    row0_after_five = lambda input_ids, scores: torch.tensor([input_ids.shape[1] >= 25, False])  # noqa: E731
+    with torch.inference_mode():
+        expected = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                  max_new_tokens=24, min_new_tokens=24, pad_token_id=0,
+                                  stopping_criteria=StoppingCriteriaList([row0_after_five]))
+    streamed = []
+
+    class Collect(BaseStreamer):
+        def put(self, value):
+            streamed.append(value.clone())
+
+        def end(self):
+            pass
+
+    got = fast_generate(model, input_ids=ids, max_new_tokens=24, min_new_tokens=24, pad_token_id=0,
+                        compile_mode="reduce-overhead", streamer=Collect(), stopping_criteria=[row0_after_five])
+    assert torch.equal(got.sequences, expected)
+    assert torch.equal(torch.stack(streamed[1:], dim=1), got.sequences[:, 20:].cpu())
