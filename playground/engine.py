@@ -38,8 +38,8 @@ from playground.config import ConfigError, RunConfig
 from playground.fast import fast_generate, unsupported_reason
 from playground.hardware import memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
-                               hub_download_bytes, model_source)
-from playground.metrics import PassTiming, summarize
+                               hub_download_bytes, matmul_shape, model_source)
+from playground.metrics import PassTiming, prefill_flops, summarize
 from playground.record import RunRecord, environment
 
 PROFILE_NEW_TOKENS = 9
@@ -361,6 +361,10 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
     record.output_ids = steady[-1].ids
     record.output_text = lm.tokenizer.decode(steady[-1].ids, skip_special_tokens=True)
     record.itl_ms = steady[-1].timing.itl_ms
+    shape = matmul_shape(lm.model)
+    if shape and record.ttft_ms:
+        flops = prefill_flops(shape, record.prompt_tokens, config.batch_size)
+        record.prefill_tflop_s = flops / (record.ttft_ms / 1e3) / 1e12
     bandwidth = memory_bandwidth_gb_s() if lm.device == "cuda" else None
     if bandwidth and record.decode_tok_s:
         bytes_per_step = lm.param_bytes + steady[-1].kv_cache_bytes

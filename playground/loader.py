@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from playground.metrics import MatmulShape
 from playground.presets import PRESETS, noise_tokenizer, preset_config
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -52,6 +53,27 @@ class LoadedModel:
     @property
     def num_params(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
+
+
+MOE_CONFIG_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+
+def matmul_shape(model) -> MatmulShape | None:
+    """The dense-matmul shape of `model`, or None where per-token work is not every weight (mixture of experts).
+
+    Counted from the model's own linear layers, so it holds for any architecture transformers loads.
+    """
+    config = model.config
+    heads = getattr(config, "num_attention_heads", None)
+    layers = getattr(config, "num_hidden_layers", None)
+    if not heads or not layers or any(getattr(config, key, None) for key in MOE_CONFIG_KEYS):
+        return None
+    head = model.get_output_embeddings()
+    linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    head_weights = head.weight.numel() if isinstance(head, torch.nn.Linear) else 0
+    body = sum(m.weight.numel() for m in linear if m is not head)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return MatmulShape(body, head_weights, layers, heads, head_dim)
 
 
 def model_source(name: str) -> str:

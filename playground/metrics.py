@@ -5,6 +5,7 @@ token times `t[0..n-1]` (t[0] is the first generated token) and an end. Definiti
   ttft_ms       = (t[0] - t0) * 1e3                 prefill, including the first sampled token
   decode_tok_s  = (n - 1) / (t[n-1] - t[0])         decode only: prefill never enters tok/s
   itl_ms[i]     = (t[i] - t[i-1]) * 1e3, i >= 1      inter-token latency, always >= 0
+  prefill_tflop_s = prefill_flops / (ttft_ms / 1e3) / 1e12   useful work per second of prefill
 """
 
 from __future__ import annotations
@@ -87,3 +88,26 @@ def speedup(base: float | None, other: float | None, higher_is_better: bool) -> 
     if not base or not other:
         return None
     return other / base if higher_is_better else base / other
+
+
+@dataclass(frozen=True)
+class MatmulShape:
+    """What a dense decoder multiplies per token: enough to count prefill FLOPs for any prompt length."""
+
+    body_weights: int  # elements of every linear weight run for each prompt token (all but the output head)
+    head_weights: int  # elements of the output head, run for the last position only during generation
+    layers: int
+    heads: int
+    head_dim: int
+
+
+def prefill_flops(shape: MatmulShape, prompt_tokens: int, batch: int = 1) -> float:
+    """Useful FLOPs of one prefill: 2 per weight per token, plus causal attention, plus the head once.
+
+    Attention counts Q·Kᵀ and P·V over the causal triangle only, P(P+1)/2 query-key pairs per head,
+    as FlashAttention reports it: an eager kernel that also computes the masked half does more work
+    than this, so its achieved rate is understated, never flattered.
+    """
+    linear = 2 * shape.body_weights * prompt_tokens
+    attention = 2 * 2 * shape.layers * shape.heads * shape.head_dim * prompt_tokens * (prompt_tokens + 1) / 2
+    return batch * (linear + attention + 2 * shape.head_weights)

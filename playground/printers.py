@@ -19,7 +19,7 @@ ROW_FIELDS = (
     "new_tokens", "tokens_generated", "mode", "repeats", "warmup", "status", "reason", "ttft_ms", "ttft_ms_std",
     "decode_tok_s", "decode_tok_s_std", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "e2e_ms", "e2e_ms_std",
     "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "peak_mem_mb", "kv_cache_mb", "gpu_busy_pct",
-    "bandwidth_gb_s", "roofline_tok_s", "bandwidth_roofline_pct", "fallback", "random_weights",
+    "bandwidth_gb_s", "roofline_tok_s", "bandwidth_roofline_pct", "prefill_tflop_s", "fallback", "random_weights",
 )
 JSON_EXTRA = ("attn_kernels", "attn_families", "output_ids", "env", "config")
 
@@ -42,6 +42,7 @@ def _pm(mean: float | None, std: float | None, digits: int = 1) -> str:
 FIGURE_COLUMNS: tuple[tuple[str, Callable[[RunRecord], str]], ...] = (
     ("status", lambda r: r.status if r.status == "ok" else f"{r.status}: {r.reason}"),
     ("TTFT ms", lambda r: _pm(r.ttft_ms, r.ttft_ms_std, 2)),
+    ("prefill TFLOP/s", lambda r: _num(r.prefill_tflop_s, 2)),
     ("decode tok/s", lambda r: _pm(r.decode_tok_s, r.decode_tok_s_std)),
     ("ITL p50/p99 ms", lambda r: "" if r.itl_ms_p50 is None else f"{r.itl_ms_p50:.2f} / {r.itl_ms_p99:.2f}"),
     ("peak MB", lambda r: _num(r.peak_mem_mb, 0)),

@@ -72,6 +72,7 @@ class RunRecord:
     bandwidth_gb_s: float | None = None
     roofline_tok_s: float | None = None
     bandwidth_roofline_pct: float | None = None
+    prefill_tflop_s: float | None = None  # useful prefill FLOPs (metrics.prefill_flops) per second of TTFT
     # proof
     attn_kernels: dict[str, list[str]] = field(default_factory=dict)
     attn_families: dict[str, list[str]] = field(default_factory=dict)

@@ -6,6 +6,8 @@ import pytest
 
 from playground.config import RunConfig
 from playground.engine import Phase, Result, Token, generate, run
+from playground.loader import MODELS, matmul_shape
+from playground.metrics import prefill_flops
 
 TINY = dict(model="tiny-random-llama", device="cpu", new_tokens=12, repeats=2, warmup=1)
 
@@ -85,6 +87,9 @@ def test_metrics_are_consistent():
     assert r.dtype_effective == "fp32" and r.device_effective == "cpu" and r.attn_effective == "sdpa"
     assert r.random_weights is True
     assert r.env["torch"] and r.env["transformers"]
+    lm, _ = MODELS.get(r.model, "cpu", "fp32", "sdpa")
+    flops = prefill_flops(matmul_shape(lm.model), r.prompt_tokens)
+    assert r.prefill_tflop_s == pytest.approx(flops / (r.ttft_ms / 1e3) / 1e12)
 
 
 def test_free_mode_may_stop_at_eos_but_benchmark_mode_may_not():

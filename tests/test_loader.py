@@ -6,7 +6,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
 from playground.config import RunConfig
 from playground.engine import run
-from playground.loader import MODELS, LoadError, model_source
+from playground.loader import MODELS, LoadError, matmul_shape, model_source
 from playground.presets import noise_tokenizer
 
 RUN = dict(device="cpu", new_tokens=6, repeats=1, warmup=0)
@@ -105,3 +105,15 @@ def test_hub_download_bytes_counts_partial_blobs(tmp_path, monkeypatch):
     (blobs / "abc").write_bytes(b"x" * 1000)
     (blobs / "def.incomplete").write_bytes(b"x" * 500)
     assert hub_download_bytes("owner/name") == 1500 and hub_download_bytes("owner/other") == 0
+
+
+def test_matmul_shape_counts_every_linear_weight_of_a_llama_and_refuses_mixture_of_experts():
+    config = AutoConfig.for_model("llama", vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2)
+    shape = matmul_shape(AutoModelForCausalLM.from_config(config))
+    per_layer = 64 * 64 * 2 + 64 * 32 * 2 + 3 * 64 * 128  # q, o; k, v (2 kv heads of 16); gate, up, down
+    assert (shape.body_weights, shape.head_weights) == (2 * per_layer, 512 * 64)
+    assert (shape.layers, shape.heads, shape.head_dim) == (2, 4, 16)
+    moe = AutoConfig.for_model("mixtral", vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, num_local_experts=4)
+    assert matmul_shape(AutoModelForCausalLM.from_config(moe)) is None

@@ -1,6 +1,6 @@
 import pytest
 
-from playground.metrics import PassTiming, first_difference, percentile, speedup, summarize
+from playground.metrics import MatmulShape, PassTiming, first_difference, percentile, prefill_flops, speedup, summarize
 
 
 def timing(tokens, prefill_start=10.0, call_start=9.5, end=None):
@@ -54,3 +54,10 @@ def test_speedup_direction():
     assert speedup(100.0, 50.0, higher_is_better=False) == 2.0  # latency halved
     assert speedup(100.0, 200.0, higher_is_better=True) == 2.0  # throughput doubled
     assert speedup(None, 1.0, True) is None
+
+
+def test_prefill_flops_count_weights_per_token_causal_attention_and_the_head_once():
+    shape = MatmulShape(body_weights=1000, head_weights=50, layers=2, heads=3, head_dim=4)
+    # linear 2*1000*10, attention 2 matmuls * 2 * 2 layers * 3 heads * 4 dims * (10*11/2 pairs), head 2*50
+    assert prefill_flops(shape, 10) == 20_000 + 2 * 2 * 2 * 3 * 4 * 55 + 100
+    assert prefill_flops(shape, 10, batch=4) == 4 * prefill_flops(shape, 10)

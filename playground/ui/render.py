@@ -116,6 +116,8 @@ def _memory(rec: RunRecord) -> str:
 
 METRIC_ROWS = (
     ("TTFT (prefill)", lambda r: num(r.ttft_ms, "ms", r.ttft_ms_std)),
+    ("Prefill compute", lambda r: num(r.prefill_tflop_s, "TFLOP/s") + (
+        " <span class='dim'>useful FLOPs ÷ TTFT</span>" if r.prefill_tflop_s else "")),
     ("Decode throughput", lambda r: num(r.decode_tok_s, "tok/s", r.decode_tok_s_std)),
     ("ITL p50 / p90 / p99", lambda r: " / ".join(num(x) for x in (r.itl_ms_p50, r.itl_ms_p90, r.itl_ms_p99)) + " ms"),
     ("End-to-end", lambda r: num(r.e2e_ms, "ms", r.e2e_ms_std)),
