@@ -226,8 +226,9 @@ class Listener:
             self.streamer.put(token_cpu)
         if self.criteria:
             stop = _stop_requested(self.criteria, state.tokens[:, :length], self.scores)
-            newly = (stop & ~self.ended).to(state.finished.device)
+            newly = stop & ~self.ended  # on the host: a device read here would wait for the queued step
             if bool(newly.any()):
+                newly = newly.to(state.finished.device)
                 state.finished |= newly  # rows ended here are padded from the next token on,
                 if length < state.cache_len:  # including the one already computed
                     state.tokens[:, length].masked_fill_(newly, self.pad_id)
