@@ -1,7 +1,8 @@
 """A gpt-fast-style decoder for Llama-family Hugging Face models: the `fast` generation backend.
 
 Plain `generate` spends most of a batch-1 decode step in Python and kernel launches. This package
-runs the same weights (the loaded model's own modules, nothing copied) through a static KV cache
+runs the same weights (the loaded model's own modules; q/k/v and gate/up re-stored side by side
+in place, never copied) through a static KV cache
 and a single-token step written as a pure function of tensors, so that on CUDA
 `torch.compile(mode="reduce-overhead")` replays the whole step as one CUDA graph.
 

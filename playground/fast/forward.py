@@ -1,8 +1,8 @@
 """The forward pass of a Llama-family decoder over a static KV cache, as plain functions of tensors.
 
-These functions call the model's own modules (projections, norms, MLP, embeddings, head), so the
-weights are the loaded ones and numerics follow transformers op for op. What differs is the
-plumbing: the cache is a fixed-size buffer written in place, positions are a tensor, and the
+These functions call the model's own modules (norms, output and down projections, activation,
+embeddings, head) and its q/k/v and gate/up weights fused in place (fuse.py), so the weights are
+the loaded ones and numerics follow transformers op for op. What differs is the plumbing: the cache is a fixed-size buffer written in place, positions are a tensor, and the
 decode step has no Python branch that depends on data, so `torch.compile(fullgraph=True)` traces it
 as one graph and "reduce-overhead" replays that graph as one CUDA graph per token.
 
@@ -21,6 +21,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from playground.fast.fuse import FusedLayer, fused_layers
 from playground.fast.state import LayerKV, StaticState
 
 
@@ -34,13 +35,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotate_half(x) * sin
 
 
-def project_qkv(attn, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+def project_qkv(attn, fused: FusedLayer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     """h (batch, seq, hidden) -> q (batch, heads, seq, d), k and v (batch, kv_heads, seq, d), rope applied."""
     batch, seq, _ = h.shape
     shape = (batch, seq, -1, attn.head_dim)
-    q = attn.q_proj(h).view(shape).transpose(1, 2)
-    k = attn.k_proj(h).view(shape).transpose(1, 2)
-    v = attn.v_proj(h).view(shape).transpose(1, 2)
+    q, k, v = (part.reshape(shape).transpose(1, 2) for part in fused.qkv(h))
     return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
 
@@ -66,13 +65,15 @@ def attend_decode(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: L
     return out.reshape(batch, heads, 1, head_dim)
 
 
-def decoder_layer(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend) -> torch.Tensor:
+def decoder_layer(layer, fused: FusedLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                  attend) -> torch.Tensor:
     """One pre-norm block: x + attention(norm(x)), then + mlp(norm(x)). x (batch, seq, hidden)."""
-    attn = layer.self_attn
-    q, k, v = project_qkv(attn, layer.input_layernorm(x), cos, sin)
+    attn, mlp = layer.self_attn, layer.mlp
+    q, k, v = project_qkv(attn, fused, layer.input_layernorm(x), cos, sin)
     out = attend(attn, q, k, v)  # (batch, heads, seq, d)
     x = x + attn.o_proj(out.transpose(1, 2).reshape(*x.shape[:2], -1))
-    return x + layer.mlp(layer.post_attention_layernorm(x))
+    gate, up = fused.gate_up(layer.post_attention_layernorm(x))
+    return x + mlp.down_proj(mlp.act_fn(gate) * up)
 
 
 def last_logits(model, x: torch.Tensor) -> torch.Tensor:
@@ -101,8 +102,9 @@ def select_token(logits: torch.Tensor, pos: torch.Tensor, state: StaticState, sa
 def run_layers(model, state: StaticState, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                attend) -> torch.Tensor:
     """All decoder layers, each attending with `attend` over its own slice of the cache."""
-    for layer, kv in zip(model.model.layers[: model.config.num_hidden_layers], state.layers):
-        x = decoder_layer(layer, x, cos, sin, functools.partial(attend, kv=kv))
+    for layer, fused, kv in zip(model.model.layers[: model.config.num_hidden_layers], fused_layers(model),
+                                state.layers):
+        x = decoder_layer(layer, fused, x, cos, sin, functools.partial(attend, kv=kv))
     return x
 
 

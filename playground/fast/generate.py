@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import torch
 
 from playground.fast.forward import decode_one_token, prefill
+from playground.fast.fuse import fused_layers, mark_fused_static
 from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
 from playground.fast.support import unsupported_reason
 
@@ -54,13 +55,14 @@ def decode_compile_options(compile_mode: str) -> dict:
     return {**torch._inductor.list_mode_options(compile_mode), "coordinate_descent_tuning": True}
 
 
-def compiled_steps(state: StaticState, compile_mode: str, compile_prefill: bool) -> tuple[Callable, Callable]:
+def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill: bool) -> tuple[Callable, Callable]:
     """(prefill, decode_one_token) for `compile_mode`, compiled once per state and SDPA choice and kept with it."""
     if compile_mode == "off":
         return prefill, decode_one_token
     key = (compile_mode, compile_prefill, sdpa_backends_enabled())
     if key not in state.compiled:
         mark_static(state)
+        mark_fused_static(model)
         step = torch.compile(decode_one_token, options=decode_compile_options(compile_mode), fullgraph=True)
 
         def decode_step(model, state, sample):
@@ -153,11 +155,12 @@ def fast_generate(model, *, input_ids: torch.Tensor, attention_mask: torch.Tenso
     eos_can_end = bool(eos) and min_new < max_new_tokens
     listening = streamer is not None or criteria or eos_can_end
 
+    fused_layers(model)  # before inference mode: the model keeps ordinary tensors as its weights
     with torch.inference_mode():
         state, reused = state_cache(model).get(model, batch, cache_len)
         _reset(state, eos, prompt_len + min_new - 1, pad_token_id,
                1.0 if temperature is None else float(temperature))
-        prefill_fn, decode_fn = compiled_steps(state, compile_mode, compile_prefill)
+        prefill_fn, decode_fn = compiled_steps(model, state, compile_mode, compile_prefill)
         if streamer is not None:
             streamer.put(input_ids.cpu())
         _, logits = prefill_fn(model, state, input_ids.to(state.tokens.device), do_sample)

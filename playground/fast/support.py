@@ -7,6 +7,8 @@ here with a reason the engine can show as is.
 
 from __future__ import annotations
 
+from playground.fast.fuse import fusable_reason
+
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
 ROPE_TYPES = ("default", "llama3")  # both are a fixed inv_freq table: the model's rotary module computes it
 DEVICE_TYPES = ("cpu", "cuda")
@@ -68,4 +70,5 @@ def unsupported_reason(model, *, total_tokens: int | None = None, compile_mode: 
     runs stay eager.
     """
     return (_architecture_reason(model) or _attention_reason(model) or _rope_reason(model)
-            or _sliding_window_reason(model, total_tokens) or _device_reason(model, compile_mode))
+            or _sliding_window_reason(model, total_tokens) or _device_reason(model, compile_mode)
+            or fusable_reason(model))

@@ -1,0 +1,85 @@
+"""Fused projections: q/k/v as one matrix and gate/up as one, without a second copy of any weight.
+
+At batch 1 every projection is a matrix-vector product whose cost is reading its weights, and a
+small one is dominated by launch and tail effects: one launch over q, k and v together (and one
+over gate and up) reads the same bytes in fewer, larger kernels, as gpt-fast's `wqkv` does.
+
+The fused matrices are new tensors, and the model's own `q_proj.weight` (and the others) become
+row views into them, so memory does not grow, and `model.generate`, the transformers backend and
+`state_dict()` see the same values as before, only stored side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class FusedLinear:
+    weight: torch.Tensor  # (sum of out_features, in_features): the parts' rows, stacked
+    bias: torch.Tensor | None
+    splits: tuple[int, ...]  # out_features of each part, in order
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.nn.functional.linear(x, self.weight, self.bias).split(self.splits, dim=-1)
+
+
+@dataclass
+class FusedLayer:
+    qkv: FusedLinear
+    gate_up: FusedLinear
+
+
+def _fuse(parts: list[nn.Linear]) -> FusedLinear:
+    """Stack the parts' weights (and biases) into one tensor and make each part's parameters views of it."""
+    weights = [p.weight for p in parts]
+    fused_weight = torch.cat(weights)
+    has_bias = [p.bias is not None for p in parts]
+    fused_bias = torch.cat([p.bias for p in parts]) if all(has_bias) else None
+    splits = tuple(w.shape[0] for w in weights)
+    start = 0
+    for part, rows in zip(parts, splits):
+        part.weight = nn.Parameter(fused_weight[start:start + rows], requires_grad=part.weight.requires_grad)
+        if fused_bias is not None:
+            part.bias = nn.Parameter(fused_bias[start:start + rows], requires_grad=part.bias.requires_grad)
+        start += rows
+    return FusedLinear(fused_weight, fused_bias, splits)
+
+
+def fusable_reason(model) -> str | None:
+    """Why the projections of `model` cannot be fused in place, or None."""
+    if len({p.device for p in model.parameters()}) != 1 or getattr(model, "hf_device_map", None) and len(
+            set(model.hf_device_map.values())) > 1:
+        return "the fast backend needs the whole model on one device (this one is split or offloaded)"
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        if len({attn.q_proj.bias is None, attn.k_proj.bias is None, attn.v_proj.bias is None}) > 1:
+            return "q/k/v projections where only some have a bias are not supported by the fast backend"
+        if len({mlp.gate_proj.bias is None, mlp.up_proj.bias is None}) > 1:
+            return "gate/up projections where only one has a bias are not supported by the fast backend"
+    return None
+
+
+def fused_layers(model) -> list[FusedLayer]:
+    """The fused projections of each decoder layer, made once per model and kept on it."""
+    fused = model.__dict__.get("_playground_fused")
+    if fused is None:
+        with torch.no_grad():
+            fused = [FusedLayer(_fuse([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]),
+                                _fuse([layer.mlp.gate_proj, layer.mlp.up_proj]))
+                     for layer in model.model.layers]
+        model.__dict__["_playground_fused"] = fused
+    return fused
+
+
+def mark_fused_static(model) -> None:
+    """The fused weights are not module parameters: tell torch.compile their addresses never change,
+    so a CUDA graph reads them in place instead of copying them in before every replay."""
+    for layer in fused_layers(model):
+        for fused in (layer.qkv, layer.gate_up):
+            for tensor in (fused.weight, fused.bias):
+                if tensor is not None:
+                    torch._dynamo.mark_static_address(tensor)

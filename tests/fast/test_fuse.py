@@ -1,0 +1,58 @@
+"""Fusing q/k/v and gate/up in place changes how weights are stored, never what the model computes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from playground.fast.fuse import fusable_reason, fused_layers, mark_fused_static
+from playground.fast.generate import compiled_steps
+from playground.fast.state import allocate
+
+SHAPE = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2)
+
+
+def build(model_type: str):
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **SHAPE), attn_implementation="sdpa")
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen2", "mistral"])  # qwen2: q/k/v with biases
+def test_fusing_keeps_every_value_and_output_and_adds_no_memory(model_type):
+    model = build(model_type)
+    ids = torch.randint(0, 128, (2, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        before_logits = model(ids).logits
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    bytes_before = sum(p.numel() * p.element_size() for p in model.parameters())
+    layers = fused_layers(model)
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, before_logits)
+    after = model.state_dict()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert sum(p.numel() * p.element_size() for p in model.parameters()) == bytes_before
+    attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+    qkv, gate_up = layers[0].qkv, layers[0].gate_up
+    # the parameters are views into the fused tensors: no second copy of any weight
+    assert attn.q_proj.weight.data_ptr() == qkv.weight.data_ptr()
+    assert attn.v_proj.weight.data_ptr() == qkv.weight[qkv.splits[0] + qkv.splits[1]:].data_ptr()
+    assert mlp.up_proj.weight.data_ptr() == gate_up.weight[gate_up.splits[0]:].data_ptr()
+    assert (qkv.bias is not None) == (model_type == "qwen2")
+    assert fused_layers(model) is layers  # once per model
+
+
+def test_mixed_biases_are_refused_with_a_reason():
+    model = build("llama")
+    model.model.layers[1].self_attn.k_proj.bias = torch.nn.Parameter(torch.zeros(32))
+    assert "only some have a bias" in fusable_reason(model)
+    assert fusable_reason(build("qwen2")) is None
+
+
+def test_compiling_marks_the_fused_weights_as_static_addresses():
+    """Otherwise a CUDA graph would copy them into its input buffers before every replay."""
+    model = build("llama")
+    compiled_steps(model, allocate(model, 1, 32), "reduce-overhead", compile_prefill=True)  # compiles lazily
+    fused = fused_layers(model)[1]
+    assert all(hasattr(t, "_dynamo_static_input_type") for t in (fused.qkv.weight, fused.gate_up.weight))
