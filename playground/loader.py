@@ -58,22 +58,37 @@ class LoadedModel:
 MOE_CONFIG_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
 
-def matmul_shape(model) -> MatmulShape | None:
-    """The dense-matmul shape of `model`, or None where per-token work is not every weight (mixture of experts).
+def _sliding_window(config) -> tuple[bool, int | None]:
+    """(countable, window): the window if every layer slides, None if none does; not countable if only some do."""
+    window = getattr(config, "sliding_window", None)
+    if window is None or getattr(config, "use_sliding_window", None) is False:
+        return True, None
+    kinds = set(getattr(config, "layer_types", None) or ["sliding_attention"])
+    if kinds == {"full_attention"}:
+        return True, None
+    return kinds == {"sliding_attention"}, window
 
-    Counted from the model's own linear layers, so it holds for any architecture transformers loads.
+
+def matmul_shape(model) -> MatmulShape | None:
+    """The dense-matmul shape of a decoder-only `model`, or None where a count would mislead.
+
+    Counted from the model's own linear layers, so it holds for any dense architecture transformers
+    loads; None for mixture of experts (not every weight runs per token), nested multimodal configs
+    (vision layers would count) and models where only some layers use a sliding window.
     """
     config = model.config
     heads = getattr(config, "num_attention_heads", None)
     layers = getattr(config, "num_hidden_layers", None)
-    if not heads or not layers or any(getattr(config, key, None) for key in MOE_CONFIG_KEYS):
+    countable, window = _sliding_window(config)
+    if (not heads or not layers or not countable or getattr(config, "text_config", None) is not None
+            or any(getattr(config, key, None) for key in MOE_CONFIG_KEYS)):
         return None
     head = model.get_output_embeddings()
     linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     head_weights = head.weight.numel() if isinstance(head, torch.nn.Linear) else 0
     body = sum(m.weight.numel() for m in linear if m is not head)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    return MatmulShape(body, head_weights, layers, heads, head_dim)
+    return MatmulShape(body, head_weights, layers, heads, head_dim, window)
 
 
 def model_source(name: str) -> str:

@@ -99,15 +99,24 @@ class MatmulShape:
     layers: int
     heads: int
     head_dim: int
+    window: int | None = None  # sliding-window attention in every layer: a query sees at most this many keys
+
+
+def attended_pairs(prompt_tokens: int, window: int | None) -> int:
+    """Query-key pairs a causal (optionally sliding-window) mask keeps for one head."""
+    p = prompt_tokens
+    if window is None or p <= window:
+        return p * (p + 1) // 2
+    return window * (window + 1) // 2 + (p - window) * window
 
 
 def prefill_flops(shape: MatmulShape, prompt_tokens: int, batch: int = 1) -> float:
     """Useful FLOPs of one prefill: 2 per weight per token, plus causal attention, plus the head once.
 
-    Attention counts Q·Kᵀ and P·V over the causal triangle only, P(P+1)/2 query-key pairs per head,
-    as FlashAttention reports it: an eager kernel that also computes the masked half does more work
-    than this, so its achieved rate is understated, never flattered.
+    Attention counts Q·Kᵀ and P·V over the pairs the mask keeps only (the causal triangle, cut to
+    the sliding window if any), as FlashAttention reports it: an eager kernel that also computes
+    the masked part does more work than this, so its achieved rate is understated, never flattered.
     """
     linear = 2 * shape.body_weights * prompt_tokens
-    attention = 2 * 2 * shape.layers * shape.heads * shape.head_dim * prompt_tokens * (prompt_tokens + 1) / 2
+    attention = 2 * 2 * shape.layers * shape.heads * shape.head_dim * attended_pairs(prompt_tokens, shape.window)
     return batch * (linear + attention + 2 * shape.head_weights)

@@ -117,3 +117,12 @@ def test_matmul_shape_counts_every_linear_weight_of_a_llama_and_refuses_mixture_
     moe = AutoConfig.for_model("mixtral", vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                num_attention_heads=4, num_key_value_heads=2, num_local_experts=4)
     assert matmul_shape(AutoModelForCausalLM.from_config(moe)) is None
+
+
+def test_matmul_shape_knows_the_sliding_window():
+    shape = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2)
+    mistral = AutoModelForCausalLM.from_config(AutoConfig.for_model("mistral", sliding_window=256, **shape))
+    assert matmul_shape(mistral).window == 256
+    qwen2 = AutoModelForCausalLM.from_config(AutoConfig.for_model("qwen2", sliding_window=256, **shape))
+    assert matmul_shape(qwen2).window is None  # use_sliding_window is off by default

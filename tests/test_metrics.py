@@ -1,6 +1,7 @@
 import pytest
 
-from playground.metrics import MatmulShape, PassTiming, first_difference, percentile, prefill_flops, speedup, summarize
+from playground.metrics import (MatmulShape, PassTiming, attended_pairs, first_difference, percentile, prefill_flops,
+                                speedup, summarize)
 
 
 def timing(tokens, prefill_start=10.0, call_start=9.5, end=None):
@@ -61,3 +62,8 @@ def test_prefill_flops_count_weights_per_token_causal_attention_and_the_head_onc
     # linear 2*1000*10, attention 2 matmuls * 2 * 2 layers * 3 heads * 4 dims * (10*11/2 pairs), head 2*50
     assert prefill_flops(shape, 10) == 20_000 + 2 * 2 * 2 * 3 * 4 * 55 + 100
     assert prefill_flops(shape, 10, batch=4) == 4 * prefill_flops(shape, 10)
+
+
+def test_a_sliding_window_caps_the_keys_each_query_attends_to():
+    assert attended_pairs(4, None) == attended_pairs(4, 8) == 1 + 2 + 3 + 4
+    assert attended_pairs(6, 3) == 1 + 2 + 3 + 3 + 3 + 3

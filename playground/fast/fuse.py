@@ -67,11 +67,15 @@ def fused_layers(model) -> list[FusedLayer]:
     """The fused projections of each decoder layer, made once per model and kept on it."""
     fused = model.__dict__.get("_playground_fused")
     if fused is None:
-        with torch.no_grad():
+        # ordinary tensors even when called under inference mode (as the engine does): inference tensors as
+        # parameters would change compiled graphs' guards and break any later autograd use of the model
+        with torch.inference_mode(False), torch.no_grad():
             fused = [FusedLayer(_fuse([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]),
                                 _fuse([layer.mlp.gate_proj, layer.mlp.up_proj]))
                      for layer in model.model.layers]
         model.__dict__["_playground_fused"] = fused
+        if fused and fused[0].qkv.weight.is_cuda:
+            torch.cuda.empty_cache()  # hand the replaced blocks back rather than leave them cached in fragments
     return fused
 
 

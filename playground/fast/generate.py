@@ -155,7 +155,7 @@ def fast_generate(model, *, input_ids: torch.Tensor, attention_mask: torch.Tenso
     eos_can_end = bool(eos) and min_new < max_new_tokens
     listening = streamer is not None or criteria or eos_can_end
 
-    fused_layers(model)  # before inference mode: the model keeps ordinary tensors as its weights
+    fused_layers(model)
     with torch.inference_mode():
         state, reused = state_cache(model).get(model, batch, cache_len)
         _reset(state, eos, prompt_len + min_new - 1, pad_token_id,
@@ -179,7 +179,9 @@ def decode_n_tokens(model, state: StaticState, decode_fn: Callable, logits: torc
     Without a listener nothing is read back and the device runs ahead of Python. With one, the
     step that makes token g + 1 is launched before token g is read back (as transformers' deferred
     stop check does), so the device computes while the host streams and checks; a run that ends at
-    token g has computed one token more, which is never streamed or returned.
+    token g has computed one token more, which is never streamed or returned. The first token is
+    read before any decode step is launched, so its time is prefill alone (TTFT) and decode time
+    spans exactly the launches of steps 2..n.
     """
     if listener is None:
         for _ in range(max_new_tokens - 1):
@@ -188,9 +190,12 @@ def decode_n_tokens(model, state: StaticState, decode_fn: Callable, logits: torc
     for generated in range(1, max_new_tokens + 1):
         column = prompt_len + generated - 1  # where token `generated` sits in state.tokens
         listener.fetch(state, column, logits)
+        read_now = generated == 1  # token 1 is read before step 2 starts: its time is prefill alone
+        if read_now and listener.all_ended(state, column + 1):
+            return generated
         if generated < max_new_tokens:
             _, logits = decode_fn(model, state, sample)
-        if listener.all_ended(state, column + 1):
+        if not read_now and listener.all_ended(state, column + 1):
             return generated
     return max_new_tokens
 
@@ -200,7 +205,8 @@ class Listener:
 
     `fetch` queues the copy of one token column to the host and returns at once; `all_ended` waits
     for that copy only (not for steps queued after it), so its clock reads and checks overlap the
-    next step on the device.
+    next step on the device. A stopping criterion that answers with a device tensor (transformers'
+    own do) makes each check wait for the queued step; the engine's answers with a host bool.
     """
 
     def __init__(self, batch: int, streamer, criteria: Sequence[Callable], eos: list[int], pad_id: int,
@@ -211,6 +217,7 @@ class Listener:
         self.ended = torch.zeros(batch, dtype=torch.bool)
         cuda = device.type == "cuda"
         self.host = torch.zeros(batch, dtype=torch.long, pin_memory=cuda)
+        self.stream = torch.cuda.current_stream(device) if cuda else None  # where the copy runs
         self.copied = torch.cuda.Event() if cuda else None
         self.scores: torch.Tensor | None = None
 
@@ -219,7 +226,7 @@ class Listener:
         if self.criteria:  # a replayed graph overwrites its logits on the next step: criteria get a copy
             self.scores = logits.clone()
         if self.copied is not None:
-            self.copied.record()
+            self.copied.record(self.stream)
 
     def all_ended(self, state: StaticState, length: int) -> bool:
         if self.copied is not None:

@@ -13,6 +13,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from playground.fast import fast_generate, unsupported_reason
 from playground.fast.forward import decode_one_token, prefill
+from playground.fast.generate import Listener, decode_n_tokens
 from playground.fast.state import mark_static, state_cache
 from playground.loader import MODELS
 
@@ -102,6 +103,31 @@ def test_streamer_gets_the_prompt_then_one_put_per_token(llama):
     assert torch.equal(streamer.puts[0], ids)
     assert all(p.shape == (2,) and p.device.type == "cpu" for p in streamer.puts[1:-1])
     assert torch.equal(torch.stack(streamer.puts[1:-1], dim=1), out.sequences[:, 5:])
+
+
+def test_first_token_is_read_before_decoding_starts_and_later_ones_while_the_next_step_runs(llama):
+    """Token 1's time is prefill alone (TTFT); after it, step g + 1 is queued before token g is read."""
+    order = []
+    prefill_ids = prompt(1, 5, llama.config.vocab_size)
+    with torch.inference_mode():
+        state, _ = state_cache(llama).get(llama, 1, 32)
+        _, logits = prefill(llama, state, prefill_ids, False)
+
+    def step(model, state, sample):
+        order.append("step")
+        return decode_one_token(model, state, sample)
+
+    class Order(BaseStreamer):
+        def put(self, value):
+            order.append("put")
+
+        def end(self):
+            pass
+
+    listener = Listener(1, Order(), [], [], 0, state.tokens.device)
+    with torch.inference_mode():
+        assert decode_n_tokens(llama, state, step, logits, 5, 4, False, listener) == 4
+    assert order == ["put", "step", "step", "put", "step", "put", "put"]
 
 
 def test_stopping_criteria_end_generation(llama):

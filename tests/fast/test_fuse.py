@@ -56,3 +56,12 @@ def test_compiling_marks_the_fused_weights_as_static_addresses():
     compiled_steps(model, allocate(model, 1, 32), "reduce-overhead", compile_prefill=True)  # compiles lazily
     fused = fused_layers(model)[1]
     assert all(hasattr(t, "_dynamo_static_input_type") for t in (fused.qkv.weight, fused.gate_up.weight))
+
+
+def test_fusing_under_inference_mode_still_gives_the_model_ordinary_tensors():
+    """The engine calls the fast backend inside inference mode; the model must stay usable outside it."""
+    model = build("llama")
+    with torch.inference_mode():
+        fused_layers(model)
+    weight = model.model.layers[0].self_attn.q_proj.weight
+    assert not weight.is_inference() and not fused_layers(model)[0].qkv.weight.is_inference()
