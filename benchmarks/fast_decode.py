@@ -47,31 +47,21 @@ class Row:
     ids: list[int] = field(default_factory=list, repr=False)
 
 
-def measure_transformers(config: RunConfig) -> Row:
+def measure(config: RunConfig) -> Row:
+    """One engine run as a table row; both backends go through here, on the same model object."""
     record = run(config)
-    row = Row(config.model, "transformers", record.dtype_effective or config.dtype, config.attn)
+    row = Row(config.model, config.backend, record.dtype_effective or config.dtype, config.attn)
     if record.status != "ok":
         row.note = f"{record.status}: {record.reason}"
         return row
     row.decode_tok_s, row.decode_tok_s_std = record.decode_tok_s, record.decode_tok_s_std
     row.roofline_pct, row.cold_start_s, row.ids = record.bandwidth_roofline_pct, record.compile_s, record.output_ids
-    row.note = f"static cache, compile={config.compile}"
-    return row
-
-
-def measure_fast(config: RunConfig, sdpa: str) -> Row:
-    """The same engine run with backend=fast: same model object, prompt ids, timing and kernel proof."""
-    attn = "sdpa" if sdpa == "auto" else f"sdpa:{sdpa}"
-    record = run(config.replace(backend="fast", attn=attn))
-    row = Row(config.model, "fast", record.dtype_effective or config.dtype, attn)
-    if record.status != "ok":
-        row.note = f"{record.status}: {record.reason}"
-        return row
-    row.decode_tok_s, row.decode_tok_s_std = record.decode_tok_s, record.decode_tok_s_std
-    row.roofline_pct, row.cold_start_s, row.ids = record.bandwidth_roofline_pct, record.compile_s, record.output_ids
-    decode_kernels = ", ".join(record.attn_families.get("decode", [])) or "not profiled"
-    row.note = f"compile={config.compile}; decode attention: {decode_kernels}" + (
-        f"; FALLBACK: {record.fallback}" if record.fallback else "")
+    if config.backend == "fast":
+        decode_kernels = ", ".join(record.attn_families.get("decode", [])) or "not profiled"
+        row.note = f"compile={config.compile}; decode attention: {decode_kernels}" + (
+            f"; FALLBACK: {record.fallback}" if record.fallback else "")
+    else:
+        row.note = f"static cache, compile={config.compile}"
     return row
 
 
@@ -123,11 +113,11 @@ def main() -> None:
             config = RunConfig(model=model, device=device, dtype=dtype, attn="sdpa", cache_impl="static",
                                compile=args.compile, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
                                repeats=args.repeats, warmup=1)
-            base = measure_transformers(config)
+            base = measure(config)
             rows.append(base)
             print_row(base)
             for sdpa in args.fast_sdpa.split(","):
-                fast = measure_fast(config, sdpa)
+                fast = measure(config.replace(backend="fast", attn="sdpa" if sdpa == "auto" else f"sdpa:{sdpa}"))
                 compare(base, fast)
                 rows.append(fast)
                 print_row(fast)

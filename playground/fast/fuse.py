@@ -51,8 +51,8 @@ def _fuse(parts: list[nn.Linear]) -> FusedLinear:
 
 def fusable_reason(model) -> str | None:
     """Why the projections of `model` cannot be fused in place, or None."""
-    if len({p.device for p in model.parameters()}) != 1 or getattr(model, "hf_device_map", None) and len(
-            set(model.hf_device_map.values())) > 1:
+    devices = {p.device for p in model.parameters()} | set((getattr(model, "hf_device_map", None) or {}).values())
+    if len(devices) > 1:
         return "the fast backend needs the whole model on one device (this one is split or offloaded)"
     for layer in model.model.layers:
         attn, mlp = layer.self_attn, layer.mlp

@@ -63,12 +63,18 @@ def test_run_a_only_leaves_b_idle(store):
     assert "B vs A" not in final["metrics"]
 
 
-def test_stop_ends_the_run_and_skips_b(store):
-    app = events.Playground(store, TINY)
+def _running_with_tokens(app):
+    """A long A-then-B run, advanced until pane A shows tokens streaming; returns the open stream."""
     stream = events.run(app, values(new_tokens=400), ("A", "B"), "s1")
     for update in stream:
         if 'data-tokens="0"' not in update["pane_A"] and "state-running" in update["pane_A"]:
             break
+    return stream
+
+
+def test_stop_ends_the_run_and_skips_b(store):
+    app = events.Playground(store, TINY)
+    stream = _running_with_tokens(app)
     events.stop(app, "s1")
     final = list(stream)[-1]
     assert "state-stopped" in final["pane_A"] and "state-skipped" in final["pane_B"]
@@ -80,10 +86,7 @@ def test_closing_the_stream_frees_the_device(store):
     from playground.engine import DEVICE_LOCK
 
     app = events.Playground(store, TINY)
-    stream = events.run(app, values(new_tokens=400), ("A", "B"), "s1")
-    for update in stream:
-        if 'data-tokens="0"' not in update["pane_A"] and "state-running" in update["pane_A"]:
-            break
+    stream = _running_with_tokens(app)
     stream.close()
     assert DEVICE_LOCK.acquire(timeout=5)
     DEVICE_LOCK.release()
