@@ -45,6 +45,7 @@ class Row:
     ids_match: str = ""
     note: str = ""
     ids: list[int] = field(default_factory=list, repr=False)
+    top_kernels: list[tuple[str, float]] = field(default_factory=list, repr=False)  # (kernel, µs per decode step)
 
 
 def measure(config: RunConfig) -> Row:
@@ -56,6 +57,7 @@ def measure(config: RunConfig) -> Row:
         return row
     row.decode_tok_s, row.decode_tok_s_std = record.decode_tok_s, record.decode_tok_s_std
     row.roofline_pct, row.cold_start_s, row.ids = record.bandwidth_roofline_pct, record.compile_s, record.output_ids
+    row.top_kernels = record.decode_top_kernels
     if config.backend == "fast":
         decode_kernels = ", ".join(record.attn_families.get("decode", [])) or "not profiled"
         row.note = f"compile={config.compile}; decode attention: {decode_kernels}" + (
@@ -88,6 +90,15 @@ def print_row(r: Row) -> None:
     tok_s = f"{fmt(r.decode_tok_s, '.1f')} ± {fmt(r.decode_tok_s_std, '.1f')}" if r.decode_tok_s else ""
     print(f"| {r.model} | {r.backend} | {r.dtype} | {r.attn} | {tok_s} | {fmt(r.roofline_pct, '.0f')} | "
           f"{fmt(r.cold_start_s, '.1f')} | {fmt(r.ratio, '.2f')} | {r.ids_match} | {r.note} |", flush=True)
+
+
+def print_top_kernels(rows: list[Row]) -> None:
+    """Where each row's decode step spends its GPU time: the kernels to attack next."""
+    for r in rows:
+        if r.top_kernels:
+            print(f"\n{r.model} {r.backend} {r.attn}: GPU time per decode step by kernel (profiled pass)")
+            for name, us in r.top_kernels:
+                print(f"  {us:9.1f} µs  {name[:110]}")
 
 
 def main() -> None:
@@ -123,6 +134,7 @@ def main() -> None:
                 print_row(fast)
     print(f"\nbatch 1, prompt {args.prompt_tokens}, {args.new_tokens} new tokens, greedy, EOS off; "
           f"mean ± std of {args.repeats} repeats after one cold call; device {device}")
+    print_top_kernels(rows)
     if args.output:
         with open(args.output, "w") as f:
             json.dump({"rows": [vars(r) for r in rows], "env": environment(), "args": vars(args)}, f, indent=1)

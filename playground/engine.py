@@ -383,6 +383,7 @@ def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) ->
         # GPU kernel time per decode step (profiled) over wall time per step (timed repeats, unprofiled):
         # the profiler slows the host, so its own wall clock would understate how busy the GPU is.
         record.gpu_busy_pct = min(100.0, 100 * decode.kernel_us / steps / (record.itl_ms_mean * 1e3))
+        record.decode_top_kernels = [(name, us / steps) for name, us in decode.top_kernels]
     notes = [n for n in (record.fallback, kernels.fallback(config.attn, phases)) if n]
     record.fallback = "; ".join(notes) or None
 

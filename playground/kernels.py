@@ -54,6 +54,7 @@ class PhaseKernels:
     names: list[str] = field(default_factory=list)
     families: list[str] = field(default_factory=list)
     kernel_us: float = 0.0  # summed GPU kernel time in this phase
+    top_kernels: list[tuple[str, float]] = field(default_factory=list)  # (GPU kernel, summed µs), largest first
 
 
 def classify(names: list[str]) -> PhaseKernels:
@@ -78,6 +79,15 @@ def fallback(requested: str, phases: dict[str, PhaseKernels]) -> str | None:
 
 
 PHASE_PREFIX = "playground::"
+TOP_KERNELS = 8
+
+
+def top_kernels(timed: list[tuple[str, float]], n: int = TOP_KERNELS) -> list[tuple[str, float]]:
+    """The n kernels with the most summed time, from (name, µs) pairs: where a phase's GPU time goes."""
+    totals: dict[str, float] = {}
+    for name, us in timed:
+        totals[name] = totals.get(name, 0.0) + us
+    return sorted(totals.items(), key=lambda item: -item[1])[:n]
 
 
 def phases_from_profile(prof) -> dict[str, PhaseKernels]:
@@ -89,15 +99,16 @@ def phases_from_profile(prof) -> dict[str, PhaseKernels]:
             ranges.setdefault(evt.name[len(PHASE_PREFIX):], []).append((evt.time_range.start, evt.time_range.end))
     phases: dict[str, PhaseKernels] = {}
     for phase, spans in ranges.items():
-        names, kernel_us = [], 0.0
+        names, timed = [], []
         for evt in events:
             start = evt.time_range.start
             if evt.name.startswith(PHASE_PREFIX) or not any(lo <= start <= hi for lo, hi in spans):
                 continue
             names.append(evt.name)
             if evt.device_type.name in ("CUDA", "PrivateUse1"):
-                kernel_us += evt.time_range.elapsed_us()
+                timed.append((evt.name, evt.time_range.elapsed_us()))
         seen = classify(names)
-        seen.kernel_us = kernel_us
+        seen.kernel_us = sum(us for _, us in timed)
+        seen.top_kernels = top_kernels(timed)
         phases[phase] = seen
     return phases

@@ -21,7 +21,7 @@ ROW_FIELDS = (
     "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "peak_mem_mb", "kv_cache_mb", "gpu_busy_pct",
     "bandwidth_gb_s", "roofline_tok_s", "bandwidth_roofline_pct", "prefill_tflop_s", "fallback", "random_weights",
 )
-JSON_EXTRA = ("attn_kernels", "attn_families", "output_ids", "env", "config")
+JSON_EXTRA = ("attn_kernels", "attn_families", "decode_top_kernels", "output_ids", "env", "config")
 
 # Markdown: settings columns appear only when they vary; figures always appear.
 SETTING_COLUMNS = (

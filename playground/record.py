@@ -77,6 +77,7 @@ class RunRecord:
     attn_kernels: dict[str, list[str]] = field(default_factory=dict)
     attn_families: dict[str, list[str]] = field(default_factory=dict)
     fallback: str | None = None
+    decode_top_kernels: list[tuple[str, float]] = field(default_factory=list)  # (GPU kernel, µs per decode step)
     # output
     output_ids: list[int] = field(default_factory=list)
     output_text: str = ""

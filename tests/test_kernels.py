@@ -2,7 +2,7 @@
 
 import pytest
 
-from playground.kernels import PhaseKernels, classify, fallback, family_of
+from playground.kernels import PhaseKernels, classify, fallback, family_of, top_kernels
 
 
 @pytest.mark.parametrize(
@@ -39,3 +39,9 @@ def test_flash_attention_2_without_flash_kernels_is_a_fallback():
     text = fallback("flash_attention_2", phases)
     assert "prefill: requested flash_attention_2 but sdpa-cudnn ran" in text
     assert "decode: no attention kernel was recognised" in text
+
+
+def test_top_kernels_sums_repeated_launches_and_ranks_by_time():
+    timed = [("gemv", 30.0), ("attn", 12.0), ("gemv", 30.0), ("norm", 2.0), ("attn", 12.0), ("copy", 1.0)]
+    assert top_kernels(timed, n=3) == [("gemv", 60.0), ("attn", 24.0), ("norm", 2.0)]
+    assert top_kernels([]) == []

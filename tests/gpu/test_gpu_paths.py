@@ -35,6 +35,9 @@ def test_path_runs_and_prefill_kernels_match_the_request(attn, dtype, use_cache)
     assert record.status == "ok", record.reason
     assert record.tokens_generated == 16
     assert set(record.attn_families["prefill"]) <= EXPECTED[attn], record.attn_kernels
+    # where a decode step's GPU time went: real kernels, largest first
+    per_step = [us for _, us in record.decode_top_kernels]
+    assert per_step and per_step == sorted(per_step, reverse=True) and per_step[-1] > 0
     # decode may legitimately fall back (a mask rules a backend out); then the record must say so
     if not set(record.attn_families["decode"]) <= EXPECTED[attn]:
         assert record.fallback and "decode" in record.fallback
