@@ -40,6 +40,7 @@ class Row:
     decode_tok_s: float | None = None
     decode_tok_s_std: float | None = None
     roofline_pct: float | None = None
+    gpu_busy_pct: float | None = None
     cold_start_s: float | None = None
     ratio: float | None = None
     ids_match: str = ""
@@ -57,7 +58,7 @@ def measure(config: RunConfig) -> Row:
         return row
     row.decode_tok_s, row.decode_tok_s_std = record.decode_tok_s, record.decode_tok_s_std
     row.roofline_pct, row.cold_start_s, row.ids = record.bandwidth_roofline_pct, record.compile_s, record.output_ids
-    row.top_kernels = record.decode_top_kernels
+    row.top_kernels, row.gpu_busy_pct = record.decode_top_kernels, record.gpu_busy_pct
     if config.backend == "fast":
         decode_kernels = ", ".join(record.attn_families.get("decode", [])) or "not profiled"
         row.note = f"compile={config.compile}; decode attention: {decode_kernels}" + (
@@ -96,7 +97,8 @@ def print_top_kernels(rows: list[Row]) -> None:
     """Where each row's decode step spends its GPU time: the kernels to attack next."""
     for r in rows:
         if r.top_kernels:
-            print(f"\n{r.model} {r.backend} {r.attn}: GPU time per decode step by kernel (profiled pass)")
+            print(f"\n{r.model} {r.backend} {r.attn}: GPU time per decode step by kernel (profiled pass; "
+                  f"GPU busy {fmt(r.gpu_busy_pct, '.0f')}% of the step)")
             for name, us in r.top_kernels:
                 print(f"  {us:9.1f} µs  {name[:110]}")
 
@@ -118,6 +120,15 @@ def main() -> None:
     args = parser.parse_args()
     device = "cuda" if cuda else "cpu"
     rows: list[Row] = []
+
+    def keep(row: Row) -> None:
+        """Print the row and rewrite the JSON file, so a run cut short keeps every finished row."""
+        rows.append(row)
+        print_row(row)
+        if args.output:
+            with open(args.output, "w") as f:
+                json.dump({"rows": [vars(r) for r in rows], "env": environment(), "args": vars(args)}, f, indent=1)
+
     print_header()
     for model in args.model.split(","):
         for dtype in args.dtype.split(","):
@@ -125,19 +136,14 @@ def main() -> None:
                                compile=args.compile, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
                                repeats=args.repeats, warmup=1)
             base = measure(config)
-            rows.append(base)
-            print_row(base)
+            keep(base)
             for sdpa in args.fast_sdpa.split(","):
                 fast = measure(config.replace(backend="fast", attn="sdpa" if sdpa == "auto" else f"sdpa:{sdpa}"))
                 compare(base, fast)
-                rows.append(fast)
-                print_row(fast)
+                keep(fast)
     print(f"\nbatch 1, prompt {args.prompt_tokens}, {args.new_tokens} new tokens, greedy, EOS off; "
           f"mean ± std of {args.repeats} repeats after one cold call; device {device}")
     print_top_kernels(rows)
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump({"rows": [vars(r) for r in rows], "env": environment(), "args": vars(args)}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -173,6 +173,18 @@ def _sdpa_context(backend: str | None):
                         "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}[backend])
 
 
+def _compile_for_sdpa_backend(model, backend: str | None) -> None:
+    """Drop transformers' compiled `__call__` when it was compiled under another forced SDPA backend.
+
+    transformers keeps one compiled call per model and reuses it while the CompileConfig is
+    unchanged, but the graph bakes in the SDPA kernel chosen when it was traced: without this, an
+    `sdpa:math` run after an `sdpa` run on the same model replays the cuDNN kernel (seen on the H200).
+    """
+    if getattr(model, "_playground_sdpa_backend", None) != backend and hasattr(model, "_compiled_call"):
+        del model._compiled_call
+    model._playground_sdpa_backend = backend
+
+
 def _cache_bytes(cache) -> int:
     """Bytes held by a transformers cache (keys, values and any other per-layer state)."""
     if cache is None:
@@ -264,6 +276,8 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
     kwargs = _generate_kwargs(config, lm, input_ids, new_tokens)
     kwargs.update(streamer=recorder, stopping_criteria=StoppingCriteriaList([_StopOnEvent(stop)]))
     generate_fn = lm.model.generate
+    if config.backend == "transformers" and config.compile != "off":
+        _compile_for_sdpa_backend(lm.model, config.sdpa_backend)
     if config.backend == "fast":
         generate_fn = functools.partial(fast_generate, lm.model, compile_mode=config.compile)
 

@@ -156,6 +156,18 @@ def test_compile_is_reported_and_timed_apart_from_steady_state():
     assert eager.compiled == "" and eager.output_ids == record.output_ids
 
 
+def test_a_compiled_graph_is_not_replayed_under_another_sdpa_backend():
+    """transformers would reuse its compiled call, whose graph holds the kernel chosen when traced."""
+    base = dict(TINY, new_tokens=4, profile_kernels=False, prompt="compile", cache_impl="static", compile="default")
+    assert run(RunConfig(**base)).status == "ok"
+    model = MODELS.get(TINY["model"], "cpu", "fp32", "sdpa")[0].model
+    first = model._compiled_call
+    assert run(RunConfig(**base)).status == "ok" and model._compiled_call is first  # same backend: reused
+    record = run(RunConfig(**dict(base, attn="sdpa:math")))
+    assert record.status == "ok", record.reason
+    assert model._compiled_call is not first and record.compile_s > 0
+
+
 @pytest.mark.parametrize("prompt", ["😀 emoji ✨", "مرحبا بالعالم", "ctrl\x00\x07\x1b[31m", "<script>alert(1)</script>"])
 def test_unusual_prompts_run(prompt):
     record = run(RunConfig(prompt=prompt, **dict(TINY, repeats=1)))

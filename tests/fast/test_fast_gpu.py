@@ -63,7 +63,7 @@ def test_compiled_streaming_with_a_row_stop_matches_transformers_in_fp32():
     """The host reads token g while the graph for g + 1 runs: streamed ids, padding and stops must not shift."""
     model = MODELS.get("tiny-random-llama", "cuda", "fp32", "sdpa")[0].model
     ids = ids_for(model, 2, 20)
-    row0_after_five = lambda input_ids, scores: torch.tensor([input_ids.shape[1] >= 25, False])  # noqa: E731
+    row0_after_five = lambda input_ids, scores: torch.tensor([input_ids.shape[1] >= 25, False], device=input_ids.device)  # noqa: E731,E501
     with torch.inference_mode():
         expected = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                   max_new_tokens=24, min_new_tokens=24, pad_token_id=0,
