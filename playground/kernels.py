@@ -23,6 +23,9 @@ FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("flex", r"flex_attention|FlexAttention|triton_tem_fused"),
     )
 )
+# Seen on the H200: after torch._dynamo's recompile limit (8 shapes) flex_attention stops compiling
+FLEX_UNFUSED = ("flex_attention compiles a kernel per input shape; past torch._dynamo's recompile limit it runs "
+                "unfused, materialising the full score matrix (restart the process to compile again)")
 EAGER_MARK = re.compile(r"^aten::_?softmax$")
 SDPA_FAMILIES = {"sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math"}
 
@@ -75,6 +78,8 @@ def fallback(requested: str, phases: dict[str, PhaseKernels]) -> str | None:
             problems.append(f"{phase}: no attention kernel was recognised")
         elif not set(seen.families) <= expected:
             problems.append(f"{phase}: requested {requested} but {', '.join(seen.families)} ran")
+    if requested == "flex_attention" and any("eager" in seen.families for seen in phases.values()):
+        problems.append(FLEX_UNFUSED)
     return "; ".join(problems) or None
 
 

@@ -45,3 +45,10 @@ def test_top_kernels_sums_repeated_launches_and_ranks_by_time():
     timed = [("gemv", 30.0), ("attn", 12.0), ("gemv", 30.0), ("norm", 2.0), ("attn", 12.0), ("copy", 1.0)]
     assert top_kernels(timed, n=3) == [("gemv", 60.0), ("attn", 24.0), ("norm", 2.0)]
     assert top_kernels([]) == []
+
+
+def test_flex_attention_running_unfused_is_explained():
+    phases = {"prefill": classify(["aten::softmax", "aten::bmm"]), "decode": PhaseKernels(["f"], ["flex"])}
+    text = fallback("flex_attention", phases)
+    assert text.startswith("prefill: requested flex_attention but eager ran") and "recompile limit" in text
+    assert fallback("flex_attention", {"decode": PhaseKernels(["f"], ["flex"])}) is None
