@@ -130,6 +130,7 @@ METRIC_ROWS = (
     ("GPU busy (decode)", lambda r: num(r.gpu_busy_pct, "%") if r.device_effective == "cuda" else "— (CPU)"),
     ("Bandwidth roofline", lambda r: num(r.bandwidth_roofline_pct, "%") + (
         f" <span class='dim'>of {num(r.roofline_tok_s, 'tok/s')}</span>" if r.roofline_tok_s else "")),
+    ("Decode step: top GPU kernels", lambda r: _top_kernels(r)),
     ("Attention kernels: prefill", lambda r: _kernels(r, "prefill")),
     ("Attention kernels: decode", lambda r: _kernels(r, "decode")),
     ("Ran as", lambda r: escape(f"{r.attn_effective} · {r.dtype_effective} · {r.device_effective}")),
@@ -142,6 +143,18 @@ def _kernels(rec: RunRecord, phase: str) -> str:
     if not names:
         return "<span class='dim'>not profiled</span>"
     return "<br>".join(f"<code>{escape(n)}</code>" for n in names)
+
+
+def _top_kernels(rec: RunRecord, shown: int = 3) -> str:
+    """The kernels a decode step spends most GPU time in, with their share of the step's wall time."""
+    if not rec.decode_top_kernels:
+        return "— (CPU)" if rec.device_effective == "cpu" else "<span class='dim'>not profiled</span>"
+    step_us = (rec.itl_ms_mean or 0) * 1e3
+    lines = []
+    for name, us in rec.decode_top_kernels[:shown]:
+        share = f" ({100 * us / step_us:.0f}% of the step)" if step_us else ""
+        lines.append(f"{num(us, 'µs')}{share} <code>{escape(name[:80])}</code>")
+    return "<br>".join(lines)
 
 
 def within_noise(a: RunRecord, b: RunRecord, field: str) -> bool:

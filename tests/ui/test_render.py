@@ -78,3 +78,12 @@ def test_checklist_reads_eval_and_inference_mode_from_the_run():
     assert good["Eval mode"] == "✓" and good["Inference mode"] == "✓"
     bad = {check: mark for mark, check, _ in render.checklist(make_record(model_training=True, inference_mode=False))}
     assert bad["Eval mode"] == "✗" and bad["Inference mode"] == "✗"
+
+
+def test_top_decode_kernels_show_their_share_of_the_step():
+    gpu = make_record(device_effective="cuda", itl_ms_mean=2.0,
+                      decode_top_kernels=[["nvjet_gemv<bf16>", 500.0], ["cudnn_sdpa", 100.0], ["norm", 50.0], ["fourth", 1.0]])
+    html = render.metrics_table({"A": gpu, "B": make_record()})
+    assert "500 µs (25% of the step) <code>nvjet_gemv&lt;bf16&gt;</code>" in html
+    assert "cudnn_sdpa" in html and "fourth" not in html  # three shown
+    assert "— (CPU)" in html  # B ran on the CPU: no GPU kernels to list
