@@ -173,16 +173,23 @@ def _sdpa_context(backend: str | None):
                         "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}[backend])
 
 
-def _compile_for_sdpa_backend(model, backend: str | None) -> None:
-    """Drop transformers' compiled `__call__` when it was compiled under another forced SDPA backend.
+_NOT_COMPILED = object()
+_compiled_sdpa_backend: object = _NOT_COMPILED  # forced SDPA backend of the process's compiled graphs
 
-    transformers keeps one compiled call per model and reuses it while the CompileConfig is
-    unchanged, but the graph bakes in the SDPA kernel chosen when it was traced: without this, an
-    `sdpa:math` run after an `sdpa` run on the same model replays the cuDNN kernel (seen on the H200).
+
+def _retrace_if_sdpa_backend_changed(backend: str | None) -> None:
+    """Forget every compiled graph when a compiled run forces another SDPA backend than the last one.
+
+    torch.compile does not guard on the SDPA backend flags: transformers' kept compiled call, and
+    even a fresh `torch.compile` of the same function, replay the graph traced under the earlier
+    choice (seen on the H200: `sdpa:math` after `sdpa` replayed cuDNN with no recompile). After
+    `torch._dynamo.reset()` the next call traces under the requested backend, and its cost shows
+    as compile time. Runs on the device thread, which owns the CUDA graphs that reset frees.
     """
-    if getattr(model, "_playground_sdpa_backend", None) != backend and hasattr(model, "_compiled_call"):
-        del model._compiled_call
-    model._playground_sdpa_backend = backend
+    global _compiled_sdpa_backend
+    if _compiled_sdpa_backend is not _NOT_COMPILED and _compiled_sdpa_backend != backend:
+        torch._dynamo.reset()
+    _compiled_sdpa_backend = backend
 
 
 def _cache_bytes(cache) -> int:
@@ -276,13 +283,13 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
     kwargs = _generate_kwargs(config, lm, input_ids, new_tokens)
     kwargs.update(streamer=recorder, stopping_criteria=StoppingCriteriaList([_StopOnEvent(stop)]))
     generate_fn = lm.model.generate
-    if config.backend == "transformers" and config.compile != "off":
-        _compile_for_sdpa_backend(lm.model, config.sdpa_backend)
     if config.backend == "fast":
         generate_fn = functools.partial(fast_generate, lm.model, compile_mode=config.compile)
 
     def work() -> dict[str, Any]:
         try:
+            if config.compile != "off":
+                _retrace_if_sdpa_backend_changed(config.sdpa_backend)
             return _generate_on_device(generate_fn, kwargs, config, lm.device, profile)
         finally:
             sink.put(done)  # wakes the consumer whether generate returned or raised

@@ -156,16 +156,23 @@ def test_compile_is_reported_and_timed_apart_from_steady_state():
     assert eager.compiled == "" and eager.output_ids == record.output_ids
 
 
-def test_a_compiled_graph_is_not_replayed_under_another_sdpa_backend():
-    """transformers would reuse its compiled call, whose graph holds the kernel chosen when traced."""
-    base = dict(TINY, new_tokens=4, profile_kernels=False, prompt="compile", cache_impl="static", compile="default")
-    assert run(RunConfig(**base)).status == "ok"
-    model = MODELS.get(TINY["model"], "cpu", "fp32", "sdpa")[0].model
-    first = model._compiled_call
-    assert run(RunConfig(**base)).status == "ok" and model._compiled_call is first  # same backend: reused
-    record = run(RunConfig(**dict(base, attn="sdpa:math")))
-    assert record.status == "ok", record.reason
-    assert model._compiled_call is not first  # a new torch.compile wrapper: traced again under math
+@pytest.mark.parametrize("backend", ["transformers", pytest.param("fast", marks=pytest.mark.gpu)])
+def test_a_compiled_graph_is_not_replayed_under_another_sdpa_backend(backend):
+    """torch.compile does not guard on the SDPA flags: switching the forced backend must trace anew."""
+    from torch._dynamo.utils import counters
+
+    base = dict(TINY, new_tokens=4, repeats=1, profile_kernels=False, prompt="compile", cache_impl="static",
+                compile="default", backend=backend, device="cuda" if backend == "fast" else "cpu")
+
+    def graphs_traced(**changes) -> int:
+        before = counters["stats"]["unique_graphs"]
+        assert run(RunConfig(**dict(base, **changes))).status == "ok"
+        return counters["stats"]["unique_graphs"] - before
+
+    graphs_traced()
+    assert graphs_traced() == 0  # same backend: the compiled graphs are reused
+    assert graphs_traced(attn="sdpa:math") > 0  # another backend: traced again under it
+    assert graphs_traced(attn="sdpa:math") == 0
 
 
 @pytest.mark.parametrize("prompt", ["😀 emoji ✨", "مرحبا بالعالم", "ctrl\x00\x07\x1b[31m", "<script>alert(1)</script>"])
