@@ -75,6 +75,29 @@ def summarize(values: list[float]) -> Stats | None:
                  percentile(values, 99), len(values))
 
 
+# Two-sided 95% critical values of Student's t for 1..30 degrees of freedom; beyond 30, the normal 1.96.
+T_CRITICAL_95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+                 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+                 2.052, 2.048, 2.045, 2.042)
+
+
+def means_differ(mean_a: float, std_a: float, n_a: int, mean_b: float, std_b: float, n_b: int) -> bool | None:
+    """Welch's t-test at 95%, two-sided: do two means of repeats differ beyond the repeats' noise?
+
+    None when a side has fewer than two repeats (no noise estimate). With 3 repeats a side the
+    difference must exceed about 4 standard errors, so "B faster" is not claimed from a lucky run.
+    Degrees of freedom are rounded down, which errs towards "within noise".
+    """
+    if n_a < 2 or n_b < 2:
+        return None
+    var_a, var_b = std_a * std_a / n_a, std_b * std_b / n_b
+    if var_a + var_b == 0:
+        return mean_a != mean_b
+    dof = (var_a + var_b) ** 2 / (var_a * var_a / (n_a - 1) + var_b * var_b / (n_b - 1))
+    critical = T_CRITICAL_95[max(int(dof), 1) - 1] if dof < len(T_CRITICAL_95) + 1 else 1.96
+    return abs(mean_a - mean_b) / math.sqrt(var_a + var_b) > critical
+
+
 def first_difference(a: list[int], b: list[int]) -> int | None:
     """Index of the first position where two id sequences differ (a length difference counts), or None."""
     for i, (x, y) in enumerate(zip(a, b)):

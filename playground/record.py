@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground.metrics import first_difference
+from playground.metrics import first_difference, means_differ
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,6 +104,15 @@ class RunRecord:
         comp = "" if self.compile == "off" else f" compile:{self.compile}"
         fast = "fast " if self.backend == "fast" else ""
         return f"{fast}{self.attn} {self.dtype_effective or self.dtype} {cache}{comp}"
+
+
+def differs_beyond_noise(a: RunRecord, b: RunRecord, field: str) -> bool | None:
+    """Whether B's mean `field` differs from A's beyond the noise of their repeats (Welch's t-test); None if unknown."""
+    x, y = getattr(a, field), getattr(b, field)
+    if x is None or y is None:
+        return None
+    return means_differ(x, getattr(a, f"{field}_std", None) or 0.0, a.repeats,
+                        y, getattr(b, f"{field}_std", None) or 0.0, b.repeats)
 
 
 def compare_outputs(a: RunRecord, b: RunRecord) -> dict[str, Any]:

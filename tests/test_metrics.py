@@ -1,7 +1,7 @@
 import pytest
 
 from playground.metrics import (MatmulShape, PassTiming, attended_pairs, first_difference, percentile, prefill_flops,
-                                speedup, summarize)
+                                means_differ, speedup, summarize)
 
 
 def timing(tokens, prefill_start=10.0, call_start=9.5, end=None):
@@ -67,3 +67,11 @@ def test_prefill_flops_count_weights_per_token_causal_attention_and_the_head_onc
 def test_a_sliding_window_caps_the_keys_each_query_attends_to():
     assert attended_pairs(4, None) == attended_pairs(4, 8) == 1 + 2 + 3 + 4
     assert attended_pairs(6, 3) == 1 + 2 + 3 + 3 + 3 + 3
+
+
+def test_welch_test_needs_more_than_a_lucky_difference():
+    assert means_differ(100.0, 1.0, 3, 50.0, 1.0, 3) is True
+    assert means_differ(57.4, 22.9, 3, 25.8, 3.61, 3) is False  # t = 2.4 on about 2 degrees of freedom
+    assert means_differ(57.4, 22.9, 30, 25.8, 3.61, 30) is True  # the same spread over 30 repeats
+    assert means_differ(10.0, 0.0, 3, 10.0, 0.0, 3) is False
+    assert means_differ(10.0, 1.0, 1, 20.0, 1.0, 3) is None  # one repeat: no noise estimate

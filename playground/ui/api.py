@@ -17,7 +17,7 @@ from typing import Any
 import gradio as gr
 
 from playground.metrics import speedup
-from playground.record import compare_outputs
+from playground.record import compare_outputs, differs_beyond_noise
 from playground.ui.events import Playground, history_note, session_of
 from playground.ui.settings import ColumnSettings, SharedSettings
 from playground.ui.streaming import Pane, run_sides
@@ -34,7 +34,10 @@ def comparison(panes: dict[str, Pane]) -> dict[str, Any] | None:
     if not (a and b and a.status == b.status == "ok"):
         return None
     return {**compare_outputs(a, b), "ttft_speedup_b_over_a": speedup(a.ttft_ms, b.ttft_ms, False),
-            "decode_speedup_b_over_a": speedup(a.decode_tok_s, b.decode_tok_s, True)}
+            "decode_speedup_b_over_a": speedup(a.decode_tok_s, b.decode_tok_s, True),
+            # True/False: Welch's t-test over the repeats at 95%; None: a side ran one repeat
+            "ttft_beyond_noise": differs_beyond_noise(a, b, "ttft_ms"),
+            "decode_beyond_noise": differs_beyond_noise(a, b, "decode_tok_s")}
 
 
 def make_endpoints(app: Playground):

@@ -10,7 +10,7 @@ import html
 from typing import TYPE_CHECKING
 
 from playground.metrics import speedup
-from playground.record import RunRecord, compare_outputs
+from playground.record import RunRecord, compare_outputs, differs_beyond_noise
 
 if TYPE_CHECKING:
     from playground.config import RunConfig
@@ -157,21 +157,18 @@ def _top_kernels(rec: RunRecord, shown: int = 3) -> str:
     return "<br>".join(lines)
 
 
-def within_noise(a: RunRecord, b: RunRecord, field: str) -> bool:
-    """True when the means differ by less than their combined standard deviation over repeats."""
-    x, y = getattr(a, field), getattr(b, field)
-    sx, sy = getattr(a, f"{field}_std", None) or 0.0, getattr(b, f"{field}_std", None) or 0.0
-    return x is not None and y is not None and abs(x - y) < (sx * sx + sy * sy) ** 0.5
-
-
 def speedup_text(a: RunRecord, b: RunRecord, field: str, higher_is_better: bool) -> str:
-    """'B 1.52× faster' or 'B 1.90× slower', from the engine's figures; grey when within the repeats' noise."""
+    """'B 1.52× faster' or 'B 1.90× slower', from the engine's figures; grey unless it beats the repeats' noise."""
     ratio = speedup(getattr(a, field), getattr(b, field), higher_is_better)
     if ratio is None:
         return "—"
     text = f"B {ratio:.2f}× faster" if ratio >= 1 else f"B {1 / ratio:.2f}× slower"
-    if within_noise(a, b, field):
-        return f'<span class="dim" title="the difference is smaller than the std over repeats">{text} (within noise)</span>'
+    verdict = differs_beyond_noise(a, b, field)
+    if verdict is None:
+        return f'<span class="dim" title="a run with one repeat has no noise estimate">{text} (1 repeat: noise unknown)</span>'
+    if not verdict:
+        return (f'<span class="dim" title="Welch t-test over the repeats: not different at 95%">'
+                f'{text} (within noise)</span>')
     return f'<span class="{"good" if ratio >= 1 else "bad"}">{text}</span>'
 
 

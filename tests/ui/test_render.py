@@ -34,6 +34,19 @@ def test_speedup_direction_and_noise():
     assert "within noise" in render.speedup_text(b, noisy, "ttft_ms", higher_is_better=False)
 
 
+def test_a_same_config_pair_with_one_wild_repeat_is_not_called_faster():
+    """Seen in this repo's browser test: identical configs, A's TTFT 57.4 ± 22.9 ms vs B's 25.8 ± 3.61 (3 repeats)."""
+    a, b = make_record(ttft_ms=57.4, ttft_ms_std=22.9), make_record(ttft_ms=25.8, ttft_ms_std=3.61)
+    assert "within noise" in render.speedup_text(a, b, "ttft_ms", higher_is_better=False)
+    steady = make_record(ttft_ms=57.4, ttft_ms_std=2.0)
+    assert 'class="good"' in render.speedup_text(steady, b, "ttft_ms", higher_is_better=False)
+
+
+def test_one_repeat_says_its_noise_is_unknown():
+    a, b = make_record(repeats=1, decode_tok_s=100.0), make_record(repeats=1, decode_tok_s=300.0)
+    assert "B 3.00× faster (1 repeat: noise unknown)" in render.speedup_text(a, b, "decode_tok_s", True)
+
+
 def test_metrics_table_shows_units_kernels_and_speedup_column():
     html = render.metrics_table({"A": make_record(1), "B": make_record(2, decode_tok_s=400.0)})
     for text in ("ms", "tok/s", "MB", "B vs A", "aten::_scaled_dot_product_flash_attention_for_cpu", "B 2.00× faster"):
