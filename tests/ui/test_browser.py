@@ -55,4 +55,8 @@ def test_run_a_vs_b_fills_panes_and_charts(launched, browser, tmp_path):
     if os.environ.get("PLAYGROUND_SCREENSHOTS"):
         page.set_viewport_size({"width": 1280, "height": 800})
         page.screenshot(path=str(ASSETS / "screenshot-laptop.png"), full_page=True)
+    page.set_viewport_size({"width": 1024, "height": 800})  # a small laptop: the B-vs-A column stays on screen
+    page.wait_for_timeout(300)
+    right = page.evaluate("() => document.querySelector('#metrics table.metrics').getBoundingClientRect().right")
+    assert right <= page.viewport_size["width"], "the metrics table runs off the page: kernel names must wrap"
     page.close()
