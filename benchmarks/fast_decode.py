@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -125,9 +126,10 @@ def main() -> None:
         """Print the row and rewrite the JSON file, so a run cut short keeps every finished row."""
         rows.append(row)
         print_row(row)
-        if args.output:
-            with open(args.output, "w") as f:
+        if args.output:  # written aside, then swapped in: a kill mid-write keeps the previous rows
+            with open(f"{args.output}.tmp", "w") as f:
                 json.dump({"rows": [vars(r) for r in rows], "env": environment(), "args": vars(args)}, f, indent=1)
+            os.replace(f"{args.output}.tmp", args.output)
 
     print_header()
     for model in args.model.split(","):

@@ -177,19 +177,25 @@ _NOT_COMPILED = object()
 _compiled_sdpa_backend: object = _NOT_COMPILED  # forced SDPA backend of the process's compiled graphs
 
 
-def _retrace_if_sdpa_backend_changed(backend: str | None) -> None:
-    """Forget every compiled graph when a compiled run forces another SDPA backend than the last one.
+def _compiling_under(backend: str | None) -> contextlib.AbstractContextManager:
+    """Make a compiled run trace and compile under its own forced SDPA backend; enter on the device thread.
 
-    torch.compile does not guard on the SDPA backend flags: transformers' kept compiled call, and
-    even a fresh `torch.compile` of the same function, replay the graph traced under the earlier
-    choice (seen on the H200: `sdpa:math` after `sdpa` replayed cuDNN with no recompile). After
-    `torch._dynamo.reset()` the next call traces under the requested backend, and its cost shows
-    as compile time. Runs on the device thread, which owns the CUDA graphs that reset frees.
+    torch.compile keys none of its caches on the SDPA backend flags, so without this a graph made
+    under one choice is replayed under another (seen on the H200: `sdpa:math` after `sdpa`
+    replayed cuDNN with no recompile). Two layers need handling:
+    - dynamo's in-process code cache: `torch._dynamo.reset()` when the choice differs from the
+      last compiled run's (it also frees the CUDA graphs, which belong to this thread);
+    - inductor's FX-graph and AOTAutograd caches, in memory and on disk: a forced choice compiles
+      with them off (neither read nor written), so they only ever hold graphs made under torch's
+      own choice, and the forced run's cold start is a real compile.
     """
     global _compiled_sdpa_backend
     if _compiled_sdpa_backend is not _NOT_COMPILED and _compiled_sdpa_backend != backend:
         torch._dynamo.reset()
     _compiled_sdpa_backend = backend
+    if backend is None:
+        return contextlib.nullcontext()
+    return torch.compiler.config.patch(force_disable_caches=True)
 
 
 def _cache_bytes(cache) -> int:
@@ -288,9 +294,10 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
 
     def work() -> dict[str, Any]:
         try:
-            if config.compile != "off":
-                _retrace_if_sdpa_backend_changed(config.sdpa_backend)
-            return _generate_on_device(generate_fn, kwargs, config, lm.device, profile)
+            if config.compile == "off":
+                return _generate_on_device(generate_fn, kwargs, config, lm.device, profile)
+            with _compiling_under(config.sdpa_backend):
+                return _generate_on_device(generate_fn, kwargs, config, lm.device, profile)
         finally:
             sink.put(done)  # wakes the consumer whether generate returned or raised
 

@@ -25,7 +25,7 @@ FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
 )
 # Seen on the H200: after torch._dynamo's recompile limit (8 shapes) flex_attention stops compiling
 FLEX_UNFUSED = ("flex_attention compiles a kernel per input shape; past torch._dynamo's recompile limit it runs "
-                "unfused, materialising the full score matrix (restart the process to compile again)")
+                "unfused, materialising the full score matrix (a new process compiles it again)")
 EAGER_MARK = re.compile(r"^aten::_?softmax$")
 SDPA_FAMILIES = {"sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math"}
 

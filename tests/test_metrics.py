@@ -1,7 +1,7 @@
 import pytest
 
 from playground.metrics import (MatmulShape, PassTiming, attended_pairs, first_difference, percentile, prefill_flops,
-                                means_differ, speedup, summarize)
+                                means_differ, speedup, summarize, t_critical_95)
 
 
 def timing(tokens, prefill_start=10.0, call_start=9.5, end=None):
@@ -75,3 +75,8 @@ def test_welch_test_needs_more_than_a_lucky_difference():
     assert means_differ(57.4, 22.9, 30, 25.8, 3.61, 30) is True  # the same spread over 30 repeats
     assert means_differ(10.0, 0.0, 3, 10.0, 0.0, 3) is False
     assert means_differ(10.0, 1.0, 1, 20.0, 1.0, 3) is None  # one repeat: no noise estimate
+
+
+def test_critical_t_never_drops_below_the_tabulated_value_for_fewer_dof():
+    assert t_critical_95(2.9) == 4.303 and t_critical_95(30.5) == 2.042
+    assert t_critical_95(45) == 2.021 and t_critical_95(100) == 2.000 and t_critical_95(5000) == 1.980

@@ -60,8 +60,8 @@ def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:
 def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill: bool) -> tuple[Callable, Callable]:
     """(prefill, decode_one_token) for `compile_mode`, compiled once per state and SDPA choice and kept with it.
 
-    torch.compile does not guard on the SDPA flags, so a new compile under another choice would
-    still replay the first trace: the engine resets torch's compiled graphs when the choice changes.
+    No torch.compile cache is keyed on the SDPA flags, so a new compile under another choice would
+    still replay the first graph: the engine's `_compiling_under` makes each choice compile anew.
     """
     if compile_mode == "off":
         return prefill, decode_one_token

@@ -70,7 +70,7 @@ table.metrics thead, table.metrics tbody, table.metrics tr { border: none !impor
 #stop { color: #b91c1c !important; border-color: #fca5a5 !important; }
 table.metrics thead th { font-size: 13px; background: var(--background-fill-secondary); }
 table.metrics tbody th, table.checks th { font-weight: 600; white-space: nowrap; }
-table.metrics code { font-size: 12px; overflow-wrap: anywhere; word-break: break-all; }
+table.metrics code { font-size: 12px; overflow-wrap: anywhere; }
 .diags { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 16px; }
 .diag h4 { margin: 0 0 6px; display: flex; gap: 8px; align-items: center; }
 .checks .mark-ok td:first-child { color: #15803d; font-weight: 700; }
