@@ -21,8 +21,8 @@ from playground.printers import PRINTERS, to_jsonl
 from playground.record import RunRecord
 
 # Swept fields in loop order, slowest first: load-time settings outermost.
-SWEPT = ("model", "device", "dtype", "attn", "backend", "use_cache", "cache_impl", "compile", "prompt_tokens", "new_tokens",
-         "batch_size")
+SWEPT = ("model", "device", "dtype", "attn", "backend", "use_cache", "cache_impl", "compile", "prompt_tokens",
+         "new_tokens", "batch_size")
 
 
 def _list_of(parse: Callable[[str], object], choices: Iterable[str] | None = None):
@@ -108,8 +108,8 @@ def run_set(args: argparse.Namespace) -> list[dict]:
 
 
 def invalid_record(fields: dict, reason: str) -> RunRecord:
-    keep = ("model", "backend", "attn", "use_cache", "cache_impl", "dtype", "compile", "device", "batch_size", "prompt_tokens",
-            "new_tokens", "mode", "repeats", "warmup")
+    keep = ("model", "backend", "attn", "use_cache", "cache_impl", "dtype", "compile", "device", "batch_size",
+            "prompt_tokens", "new_tokens", "mode", "repeats", "warmup")
     return RunRecord(**{k: fields[k] for k in keep}, status="invalid", reason=reason, config=fields)
 
 

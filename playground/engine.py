@@ -42,9 +42,9 @@ from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache
 from playground.metrics import PassTiming, prefill_flops, summarize
 from playground.record import RunRecord, environment
 
-PROFILE_NEW_TOKENS = 9
+PROFILE_NEW_TOKENS = 9  # one prefill step and eight decode steps are enough to name the kernels
 POLL_S = 0.02  # how often the consumer picks up tokens; timings are taken in the generate thread
-LOAD_POLL_S = 0.5  # how often a long load reports progress  # one prefill step and eight decode steps are enough to name the kernels
+LOAD_POLL_S = 0.5  # how often a long load reports progress
 DEVICE_LOCK = threading.Lock()
 # All device work runs on this one thread: CUDA graphs captured by torch.compile (reduce-overhead)
 # belong to the thread that recorded them, and the profiler wants one thread too.
@@ -294,9 +294,8 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
 
     def work() -> dict[str, Any]:
         try:
-            if config.compile == "off":
-                return _generate_on_device(generate_fn, kwargs, config, lm.device, profile)
-            with _compiling_under(config.sdpa_backend):
+            compiling = contextlib.nullcontext() if config.compile == "off" else _compiling_under(config.sdpa_backend)
+            with compiling:
                 return _generate_on_device(generate_fn, kwargs, config, lm.device, profile)
         finally:
             sink.put(done)  # wakes the consumer whether generate returned or raised
@@ -347,7 +346,8 @@ def _prompt_ids(config: RunConfig, lm: LoadedModel) -> torch.Tensor:
 
 def _blank_record(config: RunConfig) -> RunRecord:
     return RunRecord(
-        model=config.model, backend=config.backend, attn=config.attn, use_cache=config.use_cache, cache_impl=config.cache_impl,
+        model=config.model, backend=config.backend, attn=config.attn, use_cache=config.use_cache,
+        cache_impl=config.cache_impl,
         dtype=config.dtype, compile=config.compile, device=config.device, batch_size=config.batch_size,
         prompt_tokens=config.prompt_tokens, new_tokens=config.new_tokens, mode=config.mode,
         repeats=config.repeats, warmup=config.warmup, label=config.label, config=config.to_dict(),
