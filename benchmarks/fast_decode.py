@@ -111,9 +111,10 @@ def main() -> None:
                         help="comma-separated presets or model ids")
     parser.add_argument("--dtype", default="bf16" if cuda else "fp32", help="comma-separated: bf16, fp16, fp32")
     parser.add_argument("--compile", default="reduce-overhead" if cuda else "off")
-    parser.add_argument("--fast-sdpa", default="auto",
-                        help="comma-separated SDPA backends for the fast decoder: auto (torch chooses), flash, "
-                             "efficient, cudnn, math (gpt-fast decodes with math, which inductor fuses)")
+    parser.add_argument("--fast-attn", default="sdpa",
+                        help="comma-separated attention for the fast decoder: sdpa (torch picks the kernel), "
+                             "sdpa:<flash|efficient|cudnn|math> (gpt-fast decodes with math, which inductor fuses), "
+                             "flash_attention_2 (flash-decoding over the filled cache only)")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
@@ -139,8 +140,8 @@ def main() -> None:
                                repeats=args.repeats, warmup=1)
             base = measure(config)
             keep(base)
-            for sdpa in args.fast_sdpa.split(","):
-                fast = measure(config.replace(backend="fast", attn="sdpa" if sdpa == "auto" else f"sdpa:{sdpa}"))
+            for attn in args.fast_attn.split(","):
+                fast = measure(config.replace(backend="fast", attn=attn))
                 compare(base, fast)
                 keep(fast)
     print(f"\nbatch 1, prompt {args.prompt_tokens}, {args.new_tokens} new tokens, greedy, EOS off; "

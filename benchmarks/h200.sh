@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 measurements behind results/h200/ and the README's "Measured on an NVIDIA H200".
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
-#   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | fast-8b-attn | article-1b | article-1b-long
+#   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
@@ -17,29 +17,15 @@ common=(--repeats 3 --warmup 1 --new-tokens 128)
 case $stage in
 tests)  # the GPU-marked tests
   python3 -m pytest -q -m gpu tests/gpu tests/fast 2>&1 | tee "$out/gpu_tests.log" ;;
-tests-fast)  # the fast backend's GPU tests alone
-  python3 -m pytest -q -m gpu tests/fast 2>&1 | tee "$out/fast_tests.log" ;;
-proof)  # every attention path in fp16/bf16, cache on/off, and static cache + compile, on the 1B shape
-  bench --model llama-3.2-1b-shape --attn eager,sdpa,sdpa:flash,sdpa:efficient,sdpa:cudnn,sdpa:math,flash_attention_2,flex_attention \
-        --dtype fp32,fp16,bf16 --cache on,off --prompt-tokens 512 --new-tokens 16 --repeats 1 --output "$out/proof.jsonl"
-  bench --model llama-3.2-1b-shape --attn eager,sdpa,sdpa:math,flash_attention_2,flex_attention --dtype bf16 \
-        --cache-impl static --compile reduce-overhead --prompt-tokens 512 --new-tokens 16 --repeats 1 \
-        --output "$out/proof_compile.jsonl" ;;
-overhead)  # engine vs bare model.generate, same model object, alternating rounds
-  python3 -m benchmarks.engine_overhead --model llama-3.2-1b-shape --attn eager,sdpa --prompt-tokens 512 \
-        --new-tokens 128 --rounds 11 --output "$out/engine_overhead.json" 2>&1 | tee "$out/engine_overhead.txt" ;;
-fast)  # the fast backend against transformers' best (static cache + compile), same model objects
-  python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape,llama-3.1-8b-shape --output "$out/fast_decode.json" \
-        2>&1 | tee "$out/fast_decode.txt" ;;
-fast-1b)  # the 1B shape alone, with the fast decoder's attention both as torch picks it and as inductor-fused math
-  python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape --fast-sdpa auto,math \
+tests-fast)  # the fast backend against transformers' best (static cache + compile), same model objects
+  python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape,llama-3.1-8b-shape --fast-attn sdpa,flash_attention_2 \
+        --output "$out/fast_decode.json" 2>&1 | tee "$out/fast_decode.txt" ;;
+fast-1b)  # the 1B shape alone, the fast decoder's attention as SDPA over the masked cache and as flash-decoding
+  python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape --fast-attn sdpa,flash_attention_2 \
         --output "$out/fast_decode_1b.json" 2>&1 | tee "$out/fast_decode_1b.txt" ;;
-fast-8b)  # the 8B shape alone
-  python3 -m benchmarks.fast_decode --model llama-3.1-8b-shape --output "$out/fast_decode_8b.json" \
-        2>&1 | tee "$out/fast_decode_8b.txt" ;;
-fast-8b-attn)  # next candidate for the 8B step's attention (cuDNN took 594 µs of 5.3 ms): torch's efficient kernel
-  python3 -m benchmarks.fast_decode --model llama-3.1-8b-shape --fast-sdpa auto,efficient \
-        --output "$out/fast_decode_8b_attn.json" 2>&1 | tee "$out/fast_decode_8b_attn.txt" ;;
+fast-8b)  # the 8B shape alone, with flash-decoding (its SDPA row: results/h200/session3/fast_decode_8b.txt)
+  python3 -m benchmarks.fast_decode --model llama-3.1-8b-shape --fast-attn flash_attention_2 \
+        --output "$out/fast_decode_8b.json" 2>&1 | tee "$out/fast_decode_8b.txt" ;;
 article-1b)  # the article's levers on the Llama-3.2-1B shape
   bench --model llama-3.2-1b-shape --attn eager,sdpa,flash_attention_2 --cache on,off --dtype bf16 \
         --prompt-tokens 512 "${common[@]}" --output "$out/article_1b_attn_cache.jsonl"

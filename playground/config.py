@@ -147,9 +147,9 @@ class RunConfig:
             if not (self.use_cache and self.cache_impl == "static"):
                 raise ConfigError("backend=fast always decodes from its own static KV cache: set use_cache on and "
                                   "cache_impl=static")
-            if not self.attn.startswith("sdpa"):
-                raise ConfigError(f"backend=fast computes attention with SDPA only: choose sdpa or sdpa:<backend>, "
-                                  f"not {self.attn}")
+            if not (self.attn.startswith("sdpa") or self.attn == "flash_attention_2"):
+                raise ConfigError(f"backend=fast computes attention with SDPA or flash-attn only: choose sdpa, "
+                                  f"sdpa:<backend> or flash_attention_2, not {self.attn}")
         if self.dtype == "fp32" and self.attn in FLASH_PACKAGE_ATTENTIONS:
             raise ConfigError(f"attn={self.attn} runs only in fp16 or bf16; choose dtype fp16 or bf16 (or auto on a GPU)")
 

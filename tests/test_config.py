@@ -29,6 +29,8 @@ def test_defaults_are_valid_and_round_trip():
         (dict(prompt="a\ud800b"), "invalid Unicode"),
         (dict(prompt_tokens=0), "prompt_tokens must be"),
         (dict(prompt="a", model=" "), "model is empty"),
+        (dict(prompt="a", backend="fast", cache_impl="static", attn="flex_attention"), "SDPA or flash-attn only"),
+        (dict(prompt="a", backend="fast", cache_impl="static", attn="eager"), "not eager"),
     ],
 )
 def test_nonsense_is_refused_with_the_reason(fields, message):

@@ -7,7 +7,8 @@ decode step has no Python branch that depends on data, so `torch.compile(fullgra
 as one graph and "reduce-overhead" replays that graph as one CUDA graph per token.
 
 Attention goes through `scaled_dot_product_attention`, so an `sdpa_kernel` context chooses the
-kernel. Prefill starts at position 0 of an empty cache and attends only to the prompt with
+kernel, unless the model was loaded with flash_attention_2: then flash-attn's kernels run (flash.py),
+and a decode step reads only the filled part of the cache. With SDPA, prefill starts at position 0 of an empty cache and attends only to the prompt with
 `is_causal=True` (every SDPA backend takes that). A decode step attends to the whole cache with a
 boolean mask of the filled positions; grouped-query heads are handled by folding the query heads
 of a group into the query-length axis, (batch, heads, 1, d) -> (batch, kv_heads, group, d), so the
@@ -21,6 +22,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from playground.fast.flash import fa2_decode, fa2_prefill
 from playground.fast.fuse import FusedLayer, fused_layers
 from playground.fast.state import LayerKV, StaticState
 
@@ -43,11 +45,17 @@ def project_qkv(attn, fused: FusedLayer, h: torch.Tensor, cos: torch.Tensor, sin
     return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
 
+def uses_flash_attn(attn) -> bool:
+    return attn.config._attn_implementation == "flash_attention_2"
+
+
 def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV) -> torch.Tensor:
     """Store the prompt's k/v at positions [0, seq) and attend causally within the prompt: (batch, heads, seq, d)."""
     seq = q.shape[2]
     kv.keys[:, :, :seq] = k
     kv.values[:, :, :seq] = v
+    if uses_flash_attn(attn):
+        return fa2_prefill(q, k, v, attn.scaling).transpose(1, 2)
     gqa = {"enable_gqa": True} if attn.num_key_value_groups > 1 else {}
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.scaling, **gqa)
 
@@ -58,6 +66,9 @@ def attend_decode(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: L
     kv.keys.index_copy_(2, pos, k)
     kv.values.index_copy_(2, pos, v)
     batch, heads, _, head_dim = q.shape
+    if uses_flash_attn(attn):
+        filled = (pos + 1).to(torch.int32).repeat(batch)  # (batch,): every row is at the same position
+        return fa2_decode(q, kv.keys, kv.values, filled, attn.scaling).transpose(1, 2)
     kv_heads, cache_len = kv.keys.shape[1], kv.keys.shape[2]
     visible = (torch.arange(cache_len, device=pos.device) <= pos).view(1, 1, 1, cache_len)
     grouped = q.reshape(batch, kv_heads, heads // kv_heads, head_dim)  # query heads of a group as query rows

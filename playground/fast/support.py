@@ -21,11 +21,14 @@ def _architecture_reason(model) -> str | None:
     return None
 
 
+ATTENTIONS = ("sdpa", "flash_attention_2")  # as loaded; sdpa:<backend> loads sdpa and forces a kernel
+
+
 def _attention_reason(model) -> str | None:
     attn = getattr(model.config, "_attn_implementation", None)
-    if attn != "sdpa":
-        return (f"the fast backend computes attention with scaled_dot_product_attention, but the model was loaded "
-                f"with attn_implementation={attn}; load it with sdpa (or sdpa:<backend>)")
+    if attn not in ATTENTIONS:
+        return (f"the fast backend computes attention with scaled_dot_product_attention or flash-attn, but the model "
+                f"was loaded with attn_implementation={attn}; load it with sdpa, sdpa:<backend> or flash_attention_2")
     return None
 
 

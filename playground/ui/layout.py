@@ -66,7 +66,7 @@ def comparison_controls() -> tuple[dict[str, gr.Button], gr.Markdown]:
 
 
 BACKEND_CHOICES = [("transformers generate", "transformers"),
-                   ("fast: static cache + compiled decode step (Llama-family, sdpa)", "fast")]
+                   ("fast: static cache + compiled decode step (Llama-family; sdpa or flash_attention_2)", "fast")]
 
 
 def column_controls(side: str, default: ColumnSettings, policy: HostingPolicy) -> Components:

@@ -8,7 +8,12 @@ from torch._dynamo.utils import counters
 from transformers import StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
+from playground import capabilities
+from playground.config import RunConfig
+from playground.engine import run
 from playground.fast import fast_generate
+from playground.fast.forward import decode_one_token, prefill
+from playground.fast.state import allocate
 from playground.loader import MODELS
 
 pytestmark = pytest.mark.gpu
@@ -81,3 +86,45 @@ def test_compiled_streaming_with_a_row_stop_matches_transformers_in_fp32():
                         compile_mode="reduce-overhead", streamer=Collect(), stopping_criteria=[row0_after_five])
     assert torch.equal(got.sequences, expected)
     assert torch.equal(torch.stack(streamed[1:], dim=1), got.sequences[:, 20:].cpu())
+
+
+def needs_flash_attn(dtype: str) -> None:
+    reason = capabilities.attention_unavailable("flash_attention_2", "cuda", dtype, capabilities.host())
+    if reason:
+        pytest.skip(reason)
+
+
+def test_flash_attention_2_gives_the_logits_sdpa_gives_in_prefill_and_decode():
+    """Same weights, same tokens fed to both: flash-attn's ops (full prompt, then only the filled cache) agree
+    with SDPA over the masked static cache to fp16 rounding, at every step."""
+    needs_flash_attn("fp16")
+    model = MODELS.get("tiny-random-llama", "cuda", "fp16", "flash_attention_2")[0].model
+    ids = ids_for(model, 2, 37)
+    flash, sdpa = allocate(model, 2, 256), allocate(model, 2, 256)
+    try:
+        with torch.inference_mode():
+            steps = [(prefill(model, flash, ids, False)[1], None)]
+            model.set_attn_implementation("sdpa")
+            steps[0] = (steps[0][0], prefill(model, sdpa, ids, False)[1])
+            for _ in range(6):
+                sdpa.tokens.copy_(flash.tokens)  # feed both the same token, whatever each would pick
+                model.set_attn_implementation("flash_attention_2")
+                from_flash = decode_one_token(model, flash, False)[1]
+                model.set_attn_implementation("sdpa")
+                steps.append((from_flash, decode_one_token(model, sdpa, False)[1]))
+    finally:
+        model.set_attn_implementation("flash_attention_2")
+    for got, expected in steps:
+        torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
+
+
+def test_flash_attention_2_decode_step_runs_flash_decoding_kernels_in_the_cuda_graph():
+    needs_flash_attn("bf16")
+    config = RunConfig(model="tiny-random-llama", device="cuda", dtype="bf16", attn="flash_attention_2",
+                       backend="fast", cache_impl="static", compile="reduce-overhead", prompt_tokens=200,
+                       new_tokens=24, repeats=1, warmup=1)
+    record = run(config)
+    assert record.status == "ok", record.reason
+    assert record.fallback is None and record.tokens_generated == 24
+    assert record.attn_families == {"prefill": ["flash-attn"], "decode": ["flash-attn"]}, record.attn_kernels
+    assert any("splitkv" in name for name in record.attn_kernels["decode"]), record.attn_kernels
