@@ -17,7 +17,18 @@ common=(--repeats 3 --warmup 1 --new-tokens 128)
 case $stage in
 tests)  # the GPU-marked tests
   python3 -m pytest -q -m gpu tests/gpu tests/fast 2>&1 | tee "$out/gpu_tests.log" ;;
-tests-fast)  # the fast backend against transformers' best (static cache + compile), same model objects
+tests-fast)  # the fast backend's GPU tests alone
+  python3 -m pytest -q -m gpu tests/fast 2>&1 | tee "$out/fast_tests.log" ;;
+proof)  # every attention path in fp16/bf16, cache on/off, and static cache + compile, on the 1B shape
+  bench --model llama-3.2-1b-shape --attn eager,sdpa,sdpa:flash,sdpa:efficient,sdpa:cudnn,sdpa:math,flash_attention_2,flex_attention \
+        --dtype fp32,fp16,bf16 --cache on,off --prompt-tokens 512 --new-tokens 16 --repeats 1 --output "$out/proof.jsonl"
+  bench --model llama-3.2-1b-shape --attn eager,sdpa,sdpa:math,flash_attention_2,flex_attention --dtype bf16 \
+        --cache-impl static --compile reduce-overhead --prompt-tokens 512 --new-tokens 16 --repeats 1 \
+        --output "$out/proof_compile.jsonl" ;;
+overhead)  # engine vs bare model.generate, same model object, alternating rounds
+  python3 -m benchmarks.engine_overhead --model llama-3.2-1b-shape --attn eager,sdpa --prompt-tokens 512 \
+        --new-tokens 128 --rounds 11 --output "$out/engine_overhead.json" 2>&1 | tee "$out/engine_overhead.txt" ;;
+fast)  # the fast backend against transformers' best (static cache + compile), same model objects
   python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape,llama-3.1-8b-shape --fast-attn sdpa,flash_attention_2 \
         --output "$out/fast_decode.json" 2>&1 | tee "$out/fast_decode.txt" ;;
 fast-1b)  # the 1B shape alone, the fast decoder's attention as SDPA over the masked cache and as flash-decoding
