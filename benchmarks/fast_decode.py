@@ -118,6 +118,9 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-transformers", action="store_true",
+                        help="skip transformers' row, e.g. to try an inductor setting on the fast rows alone "
+                             "(no ratio is printed then)")
     parser.add_argument("--output", help="also write the rows and the environment as JSON here")
     args = parser.parse_args()
     device = "cuda" if cuda else "cpu"
@@ -138,11 +141,14 @@ def main() -> None:
             config = RunConfig(model=model, device=device, dtype=dtype, attn="sdpa", cache_impl="static",
                                compile=args.compile, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
                                repeats=args.repeats, warmup=1)
-            base = measure(config)
-            keep(base)
+            base = None
+            if not args.no_transformers:
+                base = measure(config)
+                keep(base)
             for attn in args.fast_attn.split(","):
                 fast = measure(config.replace(backend="fast", attn=attn))
-                compare(base, fast)
+                if base is not None:
+                    compare(base, fast)
                 keep(fast)
     print(f"\nbatch 1, prompt {args.prompt_tokens}, {args.new_tokens} new tokens, greedy, EOS off; "
           f"mean ± std of {args.repeats} repeats after one cold call; device {device}")

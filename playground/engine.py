@@ -34,6 +34,7 @@ from transformers import CompileConfig, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from playground import capabilities, kernels, memory
+from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
 from playground.fast import fast_generate, unsupported_reason
 from playground.hardware import memory_bandwidth_gb_s, synchronize
@@ -190,6 +191,7 @@ def _compiling_under(backend: str | None) -> contextlib.AbstractContextManager:
       own choice, and the forced run's cold start is a real compile.
     """
     global _compiled_sdpa_backend
+    cudagraph_trees_in_this_thread()
     if _compiled_sdpa_backend is not _NOT_COMPILED and _compiled_sdpa_backend != backend:
         torch._dynamo.reset()
     _compiled_sdpa_backend = backend

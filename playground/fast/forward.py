@@ -7,9 +7,9 @@ decode step has no Python branch that depends on data, so `torch.compile(fullgra
 as one graph and "reduce-overhead" replays that graph as one CUDA graph per token.
 
 Attention goes through `scaled_dot_product_attention`, so an `sdpa_kernel` context chooses the
-kernel, unless the model was loaded with flash_attention_2: then flash-attn's kernels run (flash.py),
-and a decode step reads only the filled part of the cache. With SDPA, prefill starts at position 0 of an empty cache and attends only to the prompt with
-`is_causal=True` (every SDPA backend takes that). A decode step attends to the whole cache with a
+kernel, unless the model was loaded with flash_attention_2: then flash-attn's kernels run (ops.py),
+and a decode step reads only the filled part of the cache. With SDPA, prefill starts at position 0
+of an empty cache and attends only to the prompt with `is_causal=True` (every SDPA backend takes that). A decode step attends to the whole cache with a
 boolean mask of the filled positions; grouped-query heads are handled by folding the query heads
 of a group into the query-length axis, (batch, heads, 1, d) -> (batch, kv_heads, group, d), so the
 cache is never repeated per head and any mask-capable backend can run it.
@@ -22,7 +22,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from playground.fast.flash import fa2_decode, fa2_prefill
+from playground.fast.ops import fa2_decode, fa2_prefill, materialize
 from playground.fast.fuse import FusedLayer, fused_layers
 from playground.fast.state import LayerKV, StaticState
 
@@ -84,7 +84,7 @@ def decoder_layer(layer, fused: FusedLayer, x: torch.Tensor, cos: torch.Tensor, 
     out = attend(attn, q, k, v)  # (batch, heads, seq, d)
     x = x + attn.o_proj(out.transpose(1, 2).reshape(*x.shape[:2], -1))
     gate, up = fused.gate_up(layer.post_attention_layernorm(x))
-    return x + mlp.down_proj(mlp.act_fn(gate) * up)
+    return x + mlp.down_proj(materialize(mlp.act_fn(gate) * up))
 
 
 def last_logits(model, x: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from playground.compat import cudagraph_trees_in_this_thread
 from playground.fast.forward import decode_one_token, prefill
 from playground.fast.fuse import fused_layers, mark_fused_static
 from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
@@ -65,6 +66,7 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
     """
     if compile_mode == "off":
         return prefill, decode_one_token
+    cudagraph_trees_in_this_thread()  # the steps replay on the calling thread
     key = (compile_mode, compile_prefill, sdpa_backends_enabled())
     if key not in state.compiled:
         mark_static(state)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from torch._dynamo.utils import counters
@@ -128,3 +130,24 @@ def test_flash_attention_2_decode_step_runs_flash_decoding_kernels_in_the_cuda_g
     assert record.fallback is None and record.tokens_generated == 24
     assert record.attn_families == {"prefill": ["flash-attn"], "decode": ["flash-attn"]}, record.attn_kernels
     assert any("splitkv" in name for name in record.attn_kernels["decode"]), record.attn_kernels
+
+
+def test_compiled_decoding_runs_on_a_thread_other_than_the_first_compiler():
+    """torch before 2.13 kept CUDA-graph state only in the thread that compiled first (pytorch#123177)."""
+    model = MODELS.get("tiny-random-llama", "cuda", "fp32", "sdpa")[0].model
+    fast_generate(model, input_ids=ids_for(model, 1, 11), max_new_tokens=8, compile_mode="reduce-overhead")
+    ids = ids_for(model, 2, 11)  # another batch: a new graph, compiled and captured on the other thread
+    there = {}
+
+    def work():
+        try:
+            there["ids"] = fast_generate(model, input_ids=ids, max_new_tokens=8, min_new_tokens=8,
+                                         compile_mode="reduce-overhead").sequences
+        except Exception as error:  # noqa: BLE001 - handed to the test thread
+            there["error"] = error
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert "error" not in there, repr(there.get("error"))
+    assert torch.equal(there["ids"], fast_generate(model, input_ids=ids, max_new_tokens=8, min_new_tokens=8).sequences)

@@ -1,6 +1,10 @@
-"""flash-attn's kernels as torch custom ops, so the compiled decode step can call them inside its CUDA graph.
+"""Custom ops of the fast decoder: nodes the compiled step calls but inductor does not see into.
 
-Its Python entry points call the extension directly, which torch.compile cannot trace
+`materialize` writes a value to memory once, where inductor would otherwise recompute it inside
+every thread block of the kernel that reads it (see its docstring).
+
+flash-attn's kernels are ops so that the compiled decode step can call them inside its CUDA graph:
+its Python entry points call the extension directly, which torch.compile cannot trace
 (`fullgraph=True` would fail); a custom op with a shape-only fake implementation is one opaque
 node in the graph instead. The decode op is what makes flash-attn worth choosing at batch 1:
 `flash_attn_with_kvcache` reads only the filled part of the cache (`cache_seqlens`) and splits it
@@ -50,3 +54,23 @@ def fa2_decode(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, cache_
 @fa2_decode.register_fake
 def _(q, keys, values, cache_seqlens, scale):
     return q.new_empty(q.shape[0], q.shape[2], q.shape[1], q.shape[3])
+
+
+@torch.library.custom_op("playground_fast::materialize", mutates_args=())
+def materialize(x: torch.Tensor) -> torch.Tensor:
+    """A copy of `x`, which inductor must compute into memory before the op, and cannot fuse into its readers.
+
+    At batch 1 inductor turns each projection into a reduction kernel and inlines the pointwise
+    producer of its input into that kernel's loads; for the down projection that producer is
+    act(gate) * up, so every thread block recomputes the activation over the whole
+    intermediate width (an exp and a division per element). Measured on the H200 (8B shape),
+    the down projection then ran at about half the bandwidth of the others. Writing the
+    activation out once costs one small copy per layer.
+    """
+    return x.clone()
+
+
+@materialize.register_fake
+def _(x):
+    return torch.empty_like(x)
+

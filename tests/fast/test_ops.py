@@ -1,0 +1,78 @@
+"""The fast decoder's custom ops where it uses them, checked on CPU by tracing with fake tensors.
+
+flash-attn's kernels need a GPU (tests/fast/test_fast_gpu.py compares them with SDPA there);
+here, without running them: their fake kernels give flash-attn's output layout, and a model
+loaded with flash_attention_2 has its prefill and decode step call them, not SDPA. The MLP
+activation is materialized before the down projection in every layer.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from playground.fast.ops import fa2_decode, fa2_prefill, materialize
+from playground.fast.forward import decode_one_token, prefill
+from playground.fast.fuse import fused_layers
+from playground.fast.state import allocate
+
+
+def test_fake_kernels_give_flash_attn_layout_for_grouped_heads():
+    with FakeTensorMode():
+        q, k = torch.empty(2, 8, 5, 64, dtype=torch.bfloat16), torch.empty(2, 2, 5, 64, dtype=torch.bfloat16)
+        out = fa2_prefill(q, k, k, 0.125)
+        assert out.shape == (2, 5, 8, 64) and out.dtype == torch.bfloat16 and out.is_contiguous()
+        step, cache = torch.empty(2, 8, 1, 64), torch.empty(2, 2, 256, 64)
+        assert fa2_decode(step, cache, cache, torch.empty(2, dtype=torch.int32), 0.125).shape == (2, 1, 8, 64)
+
+
+def traced(fn) -> torch.fx.Graph:
+    """The ops a call of `fn` would run, traced with fake tensors (nothing executes)."""
+    with torch.inference_mode():
+        return make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)().graph
+
+
+def attention_ops(fn) -> set[str]:
+    return {str(n.target) for n in traced(fn).nodes
+            if n.op == "call_function" and ("fa2" in str(n.target) or "attention" in str(n.target))}
+
+
+def small_llama():
+    config = AutoConfig.for_model("llama", vocab_size=128, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    fused_layers(model)
+    return model
+
+
+@pytest.mark.parametrize("loaded_with, expected", [
+    ("flash_attention_2", {"playground_fast.fa2_prefill.default", "playground_fast.fa2_decode.default"}),
+    ("sdpa", {"aten._scaled_dot_product_flash_attention_for_cpu.default"}),
+])
+def test_the_decoder_calls_the_attention_the_model_was_loaded_with(loaded_with, expected):
+    model = small_llama()
+    # flash-attn cannot be loaded on CPU; the attribute is what loading with it sets
+    model.config._attn_implementation_internal = loaded_with
+    state = allocate(model, 1, 64)
+    ids = torch.tensor([[5, 6, 7]])
+    seen = attention_ops(lambda: prefill(model, state, ids, False))
+    seen |= attention_ops(lambda: decode_one_token(model, state, False))
+    assert seen == expected
+
+
+def test_every_down_projection_reads_a_materialized_activation():
+    model = small_llama()
+    state = allocate(model, 1, 64)
+    graph = traced(lambda: decode_one_token(model, state, False))
+    copies = [n for n in graph.nodes if n.target is torch.ops.playground_fast.materialize.default]
+    assert len(copies) == model.config.num_hidden_layers
+    assert all(copy.args[0].target is torch.ops.aten.mul.Tensor for copy in copies)  # act(gate) * up
+
+
+def test_materialize_is_an_exact_copy():
+    x = torch.randn(3, 5)
+    y = materialize(x)
+    assert torch.equal(x, y) and y.data_ptr() != x.data_ptr()
