@@ -3,8 +3,9 @@
 Batch-1 decode is bound by memory bandwidth: each token reads every weight and the KV cache once,
 so bandwidth / (weight + KV bytes) is the ceiling on tok/s. Transformers with a static cache and
 torch.compile (reduce-overhead) reaches about half of it on an H200; the fast backend replays one
-CUDA graph per token over the same weights. Both run here side by side, on the same model object
-and the same prompt, and the table gives decode tok/s, % of that roofline, cold start
+CUDA graph per token over the same weights. Both run here side by side, on the same weights (the
+same model object for sdpa rows; a flash_attention_2 row reloads the model with that attention,
+and the random-weight presets are seeded, so its weights are the same) and the same prompt, and the table gives decode tok/s, % of that roofline, cold start
 (compile + graph capture, the engine's `compile_s`), the ratio
 fast / transformers and whether greedy ids agree (else the first differing position).
 
@@ -51,7 +52,7 @@ class Row:
 
 
 def measure(config: RunConfig) -> Row:
-    """One engine run as a table row; both backends go through here, on the same model object."""
+    """One engine run as a table row; both backends go through here, on the engine's one loaded model."""
     record = run(config)
     row = Row(config.model, config.backend, record.dtype_effective or config.dtype, config.attn)
     if record.status != "ok":

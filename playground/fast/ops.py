@@ -4,16 +4,18 @@
 every thread block of the kernel that reads it (see its docstring).
 
 flash-attn's kernels are ops so that the compiled decode step can call them inside its CUDA graph:
-its Python entry points call the extension directly, which torch.compile cannot trace
+`flash_attn_with_kvcache` calls the extension directly, which torch.compile cannot trace
 (`fullgraph=True` would fail); a custom op with a shape-only fake implementation is one opaque
-node in the graph instead. The decode op is what makes flash-attn worth choosing at batch 1:
+node in the graph instead. (`flash_attn_func` is already a custom op from flash-attn 2.7 on; the
+prefill op wraps it only to take and give the same layouts as the decode op.) The decode op is
+what makes flash-attn worth choosing at batch 1:
 `flash_attn_with_kvcache` reads only the filled part of the cache (`cache_seqlens`) and splits it
 across thread blocks (flash-decoding), where an SDPA kernel with a mask reads the whole static
 cache with one block per head group.
 
 The ops take the decoder's layout, (batch, heads, seq, head_dim), whose transpose is flash-attn's
 (batch, seq, heads, head_dim) as strides, and return flash-attn's: the output projection wants
-exactly that order, so no copy is made either way.
+exactly that order, so with the decoder's own layouts no copy is made either way.
 The op names avoid flash-attn's own names so that the profiler proof sees only the real kernels.
 """
 
@@ -28,7 +30,7 @@ def fa2_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float)
     from flash_attn import flash_attn_func
 
     out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale, causal=True)
-    return out
+    return out.contiguous()  # flash-attn's output follows q's strides; the fake kernel promises contiguous
 
 
 @fa2_prefill.register_fake
@@ -48,7 +50,7 @@ def fa2_decode(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, cache_
 
     out = flash_attn_with_kvcache(q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
                                   cache_seqlens=cache_seqlens, softmax_scale=scale, causal=True)
-    return out
+    return out.contiguous()  # as for prefill: a copy only where q's strides made it non-contiguous
 
 
 @fa2_decode.register_fake

@@ -15,6 +15,7 @@ from playground.config import RunConfig
 from playground.engine import run
 from playground.fast import fast_generate
 from playground.fast.forward import decode_one_token, prefill
+from playground.fast.ops import fa2_decode, fa2_prefill, materialize
 from playground.fast.state import allocate
 from playground.loader import MODELS
 
@@ -96,6 +97,18 @@ def needs_flash_attn(dtype: str) -> None:
         pytest.skip(reason)
 
 
+def test_custom_ops_fake_kernels_match_the_real_ones():
+    """torch's own check: schema, and the fake kernel's shape, dtype and strides against the real output."""
+    needs_flash_attn("bf16")
+    q, k = torch.randn(2, 8, 5, 64, device="cuda", dtype=torch.bfloat16), torch.randn(2, 2, 5, 64, device="cuda",
+                                                                                    dtype=torch.bfloat16)
+    cache = torch.randn(2, 2, 256, 64, device="cuda", dtype=torch.bfloat16)
+    filled = torch.tensor([5, 5], device="cuda", dtype=torch.int32)
+    torch.library.opcheck(fa2_prefill, (q, k, k, 0.125))
+    torch.library.opcheck(fa2_decode, (q[:, :, :1], cache, cache, filled, 0.125))
+    torch.library.opcheck(materialize, (q,))
+
+
 def test_flash_attention_2_gives_the_logits_sdpa_gives_in_prefill_and_decode():
     """Same weights, same tokens fed to both: flash-attn's ops (full prompt, then only the filled cache) agree
     with SDPA over the masked static cache to fp16 rounding, at every step."""
@@ -125,12 +138,14 @@ def test_flash_attention_2_decode_step_runs_flash_attn_kernels_in_the_cuda_graph
     config = RunConfig(model="tiny-random-llama", device="cuda", dtype="bf16", attn="flash_attention_2",
                        backend="fast", cache_impl="static", compile="reduce-overhead", prompt_tokens=200,
                        new_tokens=24, repeats=1, warmup=1)
+    counters.clear()
     record = run(config)
     assert record.status == "ok", record.reason
+    assert counters["inductor"]["cudagraph_skips"] == 0  # the custom ops keep the step one CUDA graph
     assert record.fallback is None and record.tokens_generated == 24
     assert record.attn_families == {"prefill": ["flash-attn"], "decode": ["flash-attn"]}, record.attn_kernels
     # the custom ops' names match no family: what proves it is flash-attn's own GPU kernel, replayed in the graph
-    # (flash_fwd_splitkv_kernel at the 1B and 8B shapes on the H200; the kernel is flash-attn's choice)
+    # (flash_fwd_splitkv_kernel at the 1B shape on the H200; the kernel variant is flash-attn's choice)
     assert any(name.startswith("void flash::flash_fwd") for name in record.attn_kernels["decode"]), record.attn_kernels
 
 
