@@ -1,13 +1,14 @@
-"""Fast backend against transformers' best configuration, on one loaded model, in one process.
+"""Fast backend against transformers' best configuration, on the same weights, in one process.
 
 Batch-1 decode is bound by memory bandwidth: each token reads every weight and the KV cache once,
 so bandwidth / (weight + KV bytes) is the ceiling on tok/s. Transformers with a static cache and
 torch.compile (reduce-overhead) reaches about half of it on an H200; the fast backend replays one
 CUDA graph per token over the same weights. Both run here side by side, on the same weights (the
 same model object for sdpa rows; a flash_attention_2 row reloads the model with that attention,
-and the random-weight presets are seeded, so its weights are the same) and the same prompt, and the table gives decode tok/s, % of that roofline, cold start
-(compile + graph capture, the engine's `compile_s`), the ratio
-fast / transformers and whether greedy ids agree (else the first differing position).
+and the random-weight presets are seeded, so its weights are the same) and the same prompt, and
+the table gives decode tok/s, % of that roofline, cold start (compile + graph capture, the
+engine's `compile_s`), the ratio fast / transformers and whether greedy ids agree (else the first
+differing position).
 
 Both rows are engine runs (`run(config)` and `run(config.replace(backend="fast"))`), so timing,
 cold start and the profiler's kernel proof are the engine's: a device synchronize before every

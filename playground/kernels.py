@@ -9,6 +9,7 @@ family; a family outside what was requested is a fallback, shown to the user.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 # (family, pattern on op or kernel names). Order matters: the first match wins.
@@ -89,10 +90,10 @@ TOP_KERNELS = 8
 
 def top_kernels(timed: list[tuple[str, float]], n: int = TOP_KERNELS) -> list[tuple[str, float]]:
     """The n kernels with the most summed time, from (name, µs) pairs: where a phase's GPU time goes."""
-    totals: dict[str, float] = {}
+    totals: Counter[str] = Counter()
     for name, us in timed:
-        totals[name] = totals.get(name, 0.0) + us
-    return sorted(totals.items(), key=lambda item: -item[1])[:n]
+        totals[name] += us
+    return totals.most_common(n)
 
 
 def phases_from_profile(prof) -> dict[str, PhaseKernels]:

@@ -2,17 +2,19 @@
 
 These functions call the model's own modules (norms, output and down projections, activation,
 embeddings, head) and its q/k/v and gate/up weights fused in place (fuse.py), so the weights are
-the loaded ones and numerics follow transformers op for op. What differs is the plumbing: the cache is a fixed-size buffer written in place, positions are a tensor, and the
-decode step has no Python branch that depends on data, so `torch.compile(fullgraph=True)` traces it
-as one graph and "reduce-overhead" replays that graph as one CUDA graph per token.
+the loaded ones and numerics follow transformers op for op. What differs is the plumbing: the
+cache is a fixed-size buffer written in place, positions are a tensor, and the decode step has no
+Python branch that depends on data, so `torch.compile(fullgraph=True)` traces it as one graph and
+"reduce-overhead" replays that graph as one CUDA graph per token.
 
 Attention goes through `scaled_dot_product_attention`, so an `sdpa_kernel` context chooses the
 kernel, unless the model was loaded with flash_attention_2: then flash-attn's kernels run (ops.py),
 and a decode step reads only the filled part of the cache. With SDPA, prefill starts at position 0
-of an empty cache and attends only to the prompt with `is_causal=True` (every SDPA backend takes that). A decode step attends to the whole cache with a
-boolean mask of the filled positions; grouped-query heads are handled by folding the query heads
-of a group into the query-length axis, (batch, heads, 1, d) -> (batch, kv_heads, group, d), so the
-cache is never repeated per head and any mask-capable backend can run it.
+of an empty cache and attends only to the prompt with `is_causal=True` (every SDPA backend takes
+that). A decode step attends to the whole cache with a boolean mask of the filled positions;
+grouped-query heads are handled by folding the query heads of a group into the query-length axis,
+(batch, heads, 1, d) -> (batch, kv_heads, group, d), so the cache is never repeated per head and
+any mask-capable backend can run it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from playground.fast.ops import fa2_decode, fa2_prefill, materialize
 from playground.fast.fuse import FusedLayer, fused_layers
+from playground.fast.ops import fa2_decode, fa2_prefill, materialize
 from playground.fast.state import LayerKV, StaticState
 
 
@@ -45,8 +47,8 @@ def project_qkv(attn, fused: FusedLayer, h: torch.Tensor, cos: torch.Tensor, sin
     return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
 
-def uses_flash_attn(attn) -> bool:
-    return attn.config._attn_implementation == "flash_attention_2"
+def uses_flash_attn(config) -> bool:
+    return config._attn_implementation == "flash_attention_2"
 
 
 def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV) -> torch.Tensor:
@@ -54,26 +56,38 @@ def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: 
     seq = q.shape[2]
     kv.keys[:, :, :seq] = k
     kv.values[:, :, :seq] = v
-    if uses_flash_attn(attn):
+    if uses_flash_attn(attn.config):
         return fa2_prefill(q, k, v, attn.scaling).transpose(1, 2)
     gqa = {"enable_gqa": True} if attn.num_key_value_groups > 1 else {}
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.scaling, **gqa)
 
 
-def attend_decode(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV,
-                  pos: torch.Tensor) -> torch.Tensor:
-    """Store one token's k/v at `pos` (1,) and attend to cache positions <= pos: (batch, heads, 1, d)."""
+def attend_decode_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV, pos: torch.Tensor,
+                       visible: torch.Tensor) -> torch.Tensor:
+    """Store one token's k/v at `pos` (1,) and attend to the cache where `visible`: (batch, heads, 1, d)."""
     kv.keys.index_copy_(2, pos, k)
     kv.values.index_copy_(2, pos, v)
     batch, heads, _, head_dim = q.shape
-    if uses_flash_attn(attn):
-        filled = (pos + 1).to(torch.int32).repeat(batch)  # (batch,): every row is at the same position
-        return fa2_decode(q, kv.keys, kv.values, filled, attn.scaling).transpose(1, 2)
-    kv_heads, cache_len = kv.keys.shape[1], kv.keys.shape[2]
-    visible = (torch.arange(cache_len, device=pos.device) <= pos).view(1, 1, 1, cache_len)
-    grouped = q.reshape(batch, kv_heads, heads // kv_heads, head_dim)  # query heads of a group as query rows
+    grouped = q.reshape(batch, kv.keys.shape[1], -1, head_dim)  # query heads of a group as query rows
     out = F.scaled_dot_product_attention(grouped, kv.keys, kv.values, attn_mask=visible, scale=attn.scaling)
     return out.reshape(batch, heads, 1, head_dim)
+
+
+def attend_decode_flash(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV, pos: torch.Tensor,
+                        filled: torch.Tensor) -> torch.Tensor:
+    """Store one token's k/v at `pos` (1,) and attend to the first `filled` (batch,) positions: (batch, heads, 1, d)."""
+    kv.keys.index_copy_(2, pos, k)
+    kv.values.index_copy_(2, pos, v)
+    return fa2_decode(q, kv.keys, kv.values, filled, attn.scaling).transpose(1, 2)
+
+
+def decode_attention(model, state: StaticState, pos: torch.Tensor):
+    """The decode step's attention for every layer, with what the layers share computed once per step."""
+    if uses_flash_attn(model.config):
+        filled = (pos + 1).to(torch.int32).repeat(state.batch)  # (batch,): every row is at the same position
+        return functools.partial(attend_decode_flash, pos=pos, filled=filled)
+    visible = (torch.arange(state.cache_len, device=pos.device) <= pos).view(1, 1, 1, state.cache_len)
+    return functools.partial(attend_decode_sdpa, pos=pos, visible=visible)
 
 
 def decoder_layer(layer, fused: FusedLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -145,8 +159,7 @@ def decode_one_token(model, state: StaticState, sample: bool) -> tuple[torch.Ten
     pos = state.pos
     token = state.tokens.index_select(1, pos)  # (batch, 1)
     cos, sin = state.cos.index_select(0, pos), state.sin.index_select(0, pos)  # (1, d)
-    attend = functools.partial(attend_decode, pos=pos)
-    x = run_layers(model, state, model.model.embed_tokens(token), cos, sin, attend)
+    x = run_layers(model, state, model.model.embed_tokens(token), cos, sin, decode_attention(model, state, pos))
     logits = last_logits(model, x)
     next_token = select_token(logits, pos, state, sample)
     state.tokens.index_copy_(1, pos + 1, next_token[:, None])

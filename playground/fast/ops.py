@@ -26,7 +26,10 @@ import torch
 
 @torch.library.custom_op("playground_fast::fa2_prefill", mutates_args=())
 def fa2_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """Causal attention within the prompt: q (batch, heads, seq, d), k/v (batch, kv_heads, seq, d) -> (batch, seq, heads, d)."""
+    """Causal attention within the prompt: q (batch, heads, seq, d), k/v (batch, kv_heads, seq, d).
+
+    Returns (batch, seq, heads, d).
+    """
     from flash_attn import flash_attn_func
 
     out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale, causal=True)
