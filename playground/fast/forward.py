@@ -20,6 +20,7 @@ any mask-capable backend can run it.
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -106,6 +107,23 @@ def last_logits(model, x: torch.Tensor) -> torch.Tensor:
     return model.lm_head(model.model.norm(x[:, -1:]))[:, -1].float()
 
 
+def argmax_rows(x: torch.Tensor, chunk: int = 256) -> torch.Tensor:
+    """`torch.argmax(x, dim=-1)` for x (batch, n), computed in two stages: each chunk's max, then the best chunk.
+
+    At batch 1 a plain argmax over the vocabulary is one row, which a compiled step reduces in one
+    thread block: measured on the H200 (Llama-3.2-1B shape, 128k vocabulary) that block took about
+    24 µs of a 1.2 ms step. Chunks spread the read over hundreds of blocks. The index is the
+    same as argmax's, ties included: the first chunk holding the maximum, and its first maximum.
+    """
+    batch, n = x.shape
+    chunk = math.gcd(n, chunk)
+    if chunk < 32:  # a vocabulary with no useful power-of-two factor: one stage
+        return torch.argmax(x, dim=-1)
+    best, local = x.view(batch, n // chunk, chunk).max(dim=-1)
+    which = best.argmax(dim=-1, keepdim=True)
+    return (which * chunk + local.gather(1, which)).squeeze(-1)
+
+
 def select_token(logits: torch.Tensor, pos: torch.Tensor, state: StaticState, sample: bool) -> torch.Tensor:
     """Next ids (batch,) from logits (batch, vocab) computed at input position `pos` (1,).
 
@@ -116,9 +134,9 @@ def select_token(logits: torch.Tensor, pos: torch.Tensor, state: StaticState, sa
     logits = logits.masked_fill(state.eos_mask & (pos < state.eos_until), float("-inf"))
     if sample:
         probs = torch.softmax(logits / state.temperature, dim=-1)
-        token = torch.argmax(probs / torch.empty_like(probs).exponential_(1), dim=-1)
+        token = argmax_rows(probs / torch.empty_like(probs).exponential_(1))
     else:
-        token = torch.argmax(logits, dim=-1)
+        token = argmax_rows(logits)
     token = torch.where(state.finished, state.pad_id, token)
     state.finished |= state.eos_mask[token]
     return token

@@ -47,15 +47,23 @@ def sdpa_backends_enabled() -> tuple[bool, ...]:
 
 
 def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:
-    """Inductor options of `compile_mode`, plus coordinate-descent tuning in half precision (as gpt-fast does).
+    """Inductor options of `compile_mode`, coordinate-descent tuning in half precision (as gpt-fast does), and PDL.
 
     With tuning on, inductor rewrites a one-row matmul (every projection at batch 1) as a Triton
     multiply-and-reduce that it fuses with its neighbours and tunes for bandwidth; without it each
     projection is a separate cuBLAS call. fp32 keeps cuBLAS: it is the dtype that proves the fast
     path computes what transformers computes, and a reduction in another order would blur that.
+
+    Programmatic dependent launch (Hopper and newer; inductor ignores it elsewhere) lets each
+    Triton kernel start while the previous one drains, waiting only before it reads that one's
+    output. A batch-1 step is about 230 small kernels, so the drain gaps add up: on the H200 the
+    Llama-3.2-1B-shape step went from 820 to 850 tok/s with it. Numerics do not change.
     """
     tuning = dtype in (torch.float16, torch.bfloat16)
-    return {**torch._inductor.list_mode_options(compile_mode), "coordinate_descent_tuning": tuning}
+    options = {**torch._inductor.list_mode_options(compile_mode), "coordinate_descent_tuning": tuning}
+    if hasattr(torch._inductor.config.triton, "enable_pdl"):  # absent from older torch releases
+        options["triton.enable_pdl"] = True
+    return options
 
 
 def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill: bool) -> tuple[Callable, Callable]:
