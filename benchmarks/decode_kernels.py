@@ -1,0 +1,92 @@
+"""Every GPU kernel of one fast-backend decode step, in launch order, with the idle gaps between them.
+
+`fast_decode` gives tok/s and the eight costliest kernels; this shows the whole step, which is
+what to read before changing the decoder: a batch-1 step on the Llama-3.2-1B shape is about 230
+kernels, and a slow one (a projection well below the bandwidth of the others, an argmax in one
+thread block) or a run of tiny ones stands out here.
+
+One warm run of `--new-tokens` is profiled after a cold one (compile and graph capture). Kernels
+that ran at least once per decode step are the step's; the launch-order listing is the run's last
+step, whose span (first kernel start to last kernel end) is the step time when the GPU is the
+bottleneck; kernel time below that span is launch or dependency gaps.
+
+    python -m benchmarks.decode_kernels --model llama-3.2-1b-shape --attn flash_attention_2   # CUDA
+    python -m benchmarks.decode_kernels     # CPU: tiny preset, eager, CPU ops instead of kernels (a smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+import torch
+
+from playground.fast.generate import fast_generate
+from playground.loader import MODELS
+
+
+def step_events(prof, device: str, steps: int) -> tuple[Counter, Counter, list]:
+    """(µs per step by kernel, launches per step by kernel, the last step's events in launch order)."""
+    kind = "CUDA" if device == "cuda" else "CPU"
+    events = sorted((e for e in prof.events() if e.device_type.name == kind and not e.name.startswith("Profiler")),
+                    key=lambda e: e.time_range.start)
+    total_us, count = Counter(), Counter()
+    for e in events:
+        total_us[e.name] += e.time_range.elapsed_us()
+        count[e.name] += 1
+    per_step = {name for name in count if count[name] >= steps}
+    us = Counter({name: total_us[name] / steps for name in per_step})
+    launches = Counter({name: count[name] // steps for name in per_step})
+    return us, launches, events[-sum(launches.values()):]
+
+
+def print_step(label: str, us: Counter, launches: Counter, last: list, shown: int) -> None:
+    span = last[-1].time_range.end - last[0].time_range.start
+    busy = sum(e.time_range.elapsed_us() for e in last)
+    print(f"{label}: {sum(launches.values())} kernels per step, {sum(us.values()):.1f} µs of kernel time per step")
+    print(f"last step: span {span:.1f} µs, kernel time {busy:.1f} µs, gaps {span - busy:.1f} µs "
+          "(negative: kernels overlapped, as with programmatic dependent launch)\n")
+    print("launch order (first and last kernels of the step):")
+    previous_end = None
+    for i, e in enumerate(last):
+        gap = 0.0 if previous_end is None else e.time_range.start - previous_end
+        previous_end = e.time_range.end
+        if i < shown or i >= len(last) - shown // 2:
+            print(f"  {i:4d} {e.time_range.elapsed_us():8.1f} µs  gap {gap:6.1f}  {e.name[:100]}")
+        elif i == shown:
+            print("   ...")
+    print("\nby kernel, costliest first (µs per step, launches per step, µs per launch):")
+    for name, per_step in us.most_common(20):
+        print(f"  {per_step:8.1f} µs  x{launches[name]:<3d} {per_step / launches[name]:7.1f}  {name[:100]}")
+
+
+def main() -> None:
+    cuda = torch.cuda.is_available()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="llama-3.2-1b-shape" if cuda else "tiny-random-llama")
+    parser.add_argument("--attn", default="sdpa", help="sdpa or flash_attention_2 (needs flash-attn)")
+    parser.add_argument("--dtype", default="bf16" if cuda else "fp32")
+    parser.add_argument("--compile", default="reduce-overhead" if cuda else "off")
+    parser.add_argument("--prompt-tokens", type=int, default=512)
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--shown", type=int, default=24, help="kernels listed from the start of the step")
+    args = parser.parse_args()
+    device = "cuda" if cuda else "cpu"
+    loaded, _ = MODELS.get(args.model, device, args.dtype, args.attn)
+    ids = torch.randint(0, loaded.model.config.vocab_size, (1, args.prompt_tokens), device=device,
+                        generator=torch.Generator(device).manual_seed(0))
+    kwargs = dict(input_ids=ids, max_new_tokens=args.new_tokens, compile_mode=args.compile, eos_token_id=[],
+                  pad_token_id=0)
+    fast_generate(loaded.model, **kwargs)  # cold: compile and capture, not profiled
+    activity = torch.profiler.ProfilerActivity.CUDA if cuda else torch.profiler.ProfilerActivity.CPU
+    with torch.profiler.profile(activities=[activity]) as prof:
+        fast_generate(loaded.model, **kwargs)
+        if cuda:
+            torch.cuda.synchronize()
+    steps = args.new_tokens - 1
+    print_step(f"{args.model} {args.dtype} {args.attn} compile={args.compile}, prompt {args.prompt_tokens}",
+               *step_events(prof, device, steps), args.shown)
+
+
+if __name__ == "__main__":
+    main()
