@@ -13,7 +13,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from playground.fast import fast_generate, unsupported_reason
 from playground.fast.forward import decode_one_token, prefill
-from playground.fast.generate import Listener, decode_n_tokens
+from playground.fast.generate import Listener, decode_compile_options, decode_n_tokens
 from playground.fast.state import mark_static, state_cache
 from playground.loader import MODELS
 
@@ -244,3 +244,11 @@ def test_unsupported_models_and_settings_are_refused_with_a_reason(llama):
                       max_new_tokens=2)
     with pytest.raises(ValueError, match="top_k"):
         fast_generate(llama, input_ids=torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=True, top_k=50)
+
+
+@pytest.mark.skipif(not hasattr(torch._inductor.config.triton, "enable_pdl"), reason="this torch has no PDL option")
+def test_decode_step_compiles_with_pdl_unless_the_user_turns_it_off(monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_ENABLE_PDL", raising=False)
+    assert decode_compile_options("reduce-overhead", torch.bfloat16)["triton.enable_pdl"] is True
+    monkeypatch.setenv("TORCHINDUCTOR_ENABLE_PDL", "0")
+    assert decode_compile_options("reduce-overhead", torch.bfloat16)["triton.enable_pdl"] is False
