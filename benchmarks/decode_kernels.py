@@ -5,10 +5,11 @@ what to read before changing the decoder: a batch-1 step on the Llama-3.2-1B sha
 kernels, and a slow one (a projection well below the bandwidth of the others, an argmax in one
 thread block) or a run of tiny ones stands out here.
 
-One warm run of `--new-tokens` is profiled after a cold one (compile and graph capture). Kernels
-that ran at least once per decode step are the step's; the launch-order listing is the run's last
-step, whose span (first kernel start to last kernel end) is the step time when the GPU is the
-bottleneck; kernel time below that span is launch or dependency gaps.
+After a cold run of the same shape (compile and graph capture), the prompt is prefilled again and
+only the `--new-tokens` - 1 decode steps that follow are profiled, so every kernel seen is a decode
+step's. The launch-order listing is the last step, whose span (first kernel start to last kernel
+end) is the step time when the GPU is the bottleneck; kernel time below that span is launch or
+dependency gaps.
 
     python -m benchmarks.decode_kernels --model llama-3.2-1b-shape --attn flash_attention_2   # CUDA
     python -m benchmarks.decode_kernels     # CPU: tiny preset, eager, CPU ops instead of kernels (a smoke test)
@@ -21,12 +22,16 @@ from collections import Counter
 
 import torch
 
-from playground.fast.generate import fast_generate
+from playground.fast.generate import compiled_steps, fast_generate
+from playground.fast.state import cache_len_for, state_cache
 from playground.loader import MODELS
 
 
 def step_events(prof, device: str, steps: int) -> tuple[Counter, Counter, list]:
-    """(µs per step by kernel, launches per step by kernel, the last step's events in launch order)."""
+    """(µs per step by kernel, launches per step by kernel, the last step's events in launch order).
+
+    The profile holds `steps` identical decode steps and nothing else.
+    """
     kind = "CUDA" if device == "cuda" else "CPU"
     events = sorted((e for e in prof.events() if e.device_type.name == kind and not e.name.startswith("Profiler")),
                     key=lambda e: e.time_range.start)
@@ -34,10 +39,9 @@ def step_events(prof, device: str, steps: int) -> tuple[Counter, Counter, list]:
     for e in events:
         total_us[e.name] += e.time_range.elapsed_us()
         count[e.name] += 1
-    per_step = {name for name in count if count[name] >= steps}
-    us = Counter({name: total_us[name] / steps for name in per_step})
-    launches = Counter({name: count[name] // steps for name in per_step})
-    return us, launches, events[-sum(launches.values()):]
+    us = Counter({name: total / steps for name, total in total_us.items()})
+    launches = Counter({name: n // steps for name, n in count.items()})
+    return us, launches, events[-(len(events) // steps):]
 
 
 def print_step(label: str, us: Counter, launches: Counter, last: list, shown: int) -> None:
@@ -45,7 +49,7 @@ def print_step(label: str, us: Counter, launches: Counter, last: list, shown: in
     busy = sum(e.time_range.elapsed_us() for e in last)
     print(f"{label}: {sum(launches.values())} kernels per step, {sum(us.values()):.1f} µs of kernel time per step")
     print(f"last step: span {span:.1f} µs, kernel time {busy:.1f} µs, gaps {span - busy:.1f} µs "
-          "(negative: kernels overlapped, as with programmatic dependent launch)\n")
+          "(negative: kernels overlapped, as with programmatic dependent launch; on CPU, ops nest)\n")
     print("launch order (first and last kernels of the step):")
     previous_end = None
     for i, e in enumerate(last):
@@ -72,18 +76,25 @@ def main() -> None:
     parser.add_argument("--shown", type=int, default=24, help="kernels listed from the start of the step")
     args = parser.parse_args()
     device = "cuda" if cuda else "cpu"
-    loaded, _ = MODELS.get(args.model, device, args.dtype, args.attn)
-    ids = torch.randint(0, loaded.model.config.vocab_size, (1, args.prompt_tokens), device=device,
+    if args.new_tokens < 2:
+        parser.error("--new-tokens must be at least 2: the first token comes from prefill, not a decode step")
+    model = MODELS.get(args.model, device, args.dtype, args.attn)[0].model
+    ids = torch.randint(0, model.config.vocab_size, (1, args.prompt_tokens), device=device,
                         generator=torch.Generator(device).manual_seed(0))
-    kwargs = dict(input_ids=ids, max_new_tokens=args.new_tokens, compile_mode=args.compile, eos_token_id=[],
-                  pad_token_id=0)
-    fast_generate(loaded.model, **kwargs)  # cold: compile and capture, not profiled
-    activity = torch.profiler.ProfilerActivity.CUDA if cuda else torch.profiler.ProfilerActivity.CPU
-    with torch.profiler.profile(activities=[activity]) as prof:
-        fast_generate(loaded.model, **kwargs)
-        if cuda:
-            torch.cuda.synchronize()
+    fast_generate(model, input_ids=ids, max_new_tokens=args.new_tokens, compile_mode=args.compile,
+                  eos_token_id=[], pad_token_id=0)  # cold: compile and capture, not profiled
     steps = args.new_tokens - 1
+    with torch.inference_mode():  # the state and compiled steps that run left, reused as fast_generate reuses them
+        state, _ = state_cache(model).get(model, 1, cache_len_for(args.prompt_tokens + args.new_tokens,
+                                                                  model.config.max_position_embeddings))
+        prefill_fn, decode_fn = compiled_steps(model, state, args.compile, compile_prefill=True)
+        prefill_fn(model, state, ids, False)
+        activity = torch.profiler.ProfilerActivity.CUDA if cuda else torch.profiler.ProfilerActivity.CPU
+        with torch.profiler.profile(activities=[activity]) as prof:
+            for _ in range(steps):
+                decode_fn(model, state, False)
+            if cuda:
+                torch.cuda.synchronize()
     print_step(f"{args.model} {args.dtype} {args.attn} compile={args.compile}, prompt {args.prompt_tokens}",
                *step_events(prof, device, steps), args.shown)
 

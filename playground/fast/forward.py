@@ -119,7 +119,7 @@ def argmax_rows(x: torch.Tensor, chunk: int = 256) -> torch.Tensor:
     chunk = math.gcd(n, chunk)
     if chunk < 32:  # a vocabulary with no useful power-of-two factor: one stage
         return torch.argmax(x, dim=-1)
-    best, local = x.view(batch, n // chunk, chunk).max(dim=-1)
+    best, local = x.reshape(batch, n // chunk, chunk).max(dim=-1)
     which = best.argmax(dim=-1, keepdim=True)
     return (which * chunk + local.gather(1, which)).squeeze(-1)
 

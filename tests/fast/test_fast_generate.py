@@ -250,5 +250,6 @@ def test_unsupported_models_and_settings_are_refused_with_a_reason(llama):
 def test_decode_step_compiles_with_pdl_unless_the_user_turns_it_off(monkeypatch):
     monkeypatch.delenv("TORCHINDUCTOR_ENABLE_PDL", raising=False)
     assert decode_compile_options("reduce-overhead", torch.bfloat16)["triton.enable_pdl"] is True
-    monkeypatch.setenv("TORCHINDUCTOR_ENABLE_PDL", "0")
-    assert decode_compile_options("reduce-overhead", torch.bfloat16)["triton.enable_pdl"] is False
+    for off in ("0", "false"):  # inductor's own reading: only "1" is on
+        monkeypatch.setenv("TORCHINDUCTOR_ENABLE_PDL", off)
+        assert decode_compile_options("reduce-overhead", torch.bfloat16)["triton.enable_pdl"] is False

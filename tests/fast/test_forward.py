@@ -8,17 +8,28 @@ import torch
 from playground.fast.forward import argmax_rows
 
 
-@pytest.mark.parametrize("vocab", [128256, 151936, 32000, 1000, 97])
-def test_two_stage_argmax_equals_argmax_including_ties(vocab):
-    generator = torch.Generator().manual_seed(vocab)
-    # few distinct values, so most rows have the maximum in several chunks and within a chunk
-    x = torch.randint(0, 4, (3, vocab), generator=generator).float()
+def rows_with_ties_and_specials(vocab: int, generator: torch.Generator) -> torch.Tensor:
+    """Rows that tell a first-maximum argmax from any other: many ties, random values, NaN, all -inf."""
+    x = torch.randint(0, 4, (5, vocab), generator=generator).float()  # the maximum in many chunks and within one
     x[1] = torch.randn(vocab, generator=generator)
+    x[2, vocab // 3] = float("nan")  # argmax treats NaN as the maximum
+    x[3] = float("-inf")  # no finite logit: the first index
+    x[4, -1] = 4.0  # the only maximum in the last chunk
+    return x
+
+
+# 128256 (Llama 3) and 151936 (Qwen2) take chunks of 256 and 128; 32 * 4001 the smallest chunk; 97 one stage
+@pytest.mark.parametrize("vocab", [128256, 151936, 32 * 4001, 97])
+def test_two_stage_argmax_equals_argmax(vocab):
+    x = rows_with_ties_and_specials(vocab, torch.Generator().manual_seed(vocab))
     assert torch.equal(argmax_rows(x), torch.argmax(x, dim=-1))
+    assert torch.equal(argmax_rows(x.bfloat16()), torch.argmax(x.bfloat16(), dim=-1))
 
 
-def test_two_stage_argmax_finds_a_maximum_in_the_last_chunk():
-    x = torch.zeros(2, 128256)
-    x[0, -1] = 1.0
-    x[1, 300] = -1.0
-    assert argmax_rows(x).tolist() == [128255, 0]
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the GPU machine)")
+def test_compiled_two_stage_argmax_equals_argmax_on_cuda():
+    """The decode step runs it compiled: inductor's reductions must keep the first maximum too."""
+    x = rows_with_ties_and_specials(128256, torch.Generator().manual_seed(0)).cuda()
+    compiled = torch.compile(argmax_rows, fullgraph=True)
+    assert torch.equal(compiled(x), torch.argmax(x, dim=-1))

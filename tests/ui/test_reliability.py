@@ -177,9 +177,8 @@ def test_concurrent_requests_finish_in_queue_order_one_at_a_time(server, figures
     batch = statistics.median(rates)
     # one-sided: sharing the device can only slow runs down; a quieter moment than the solo runs is no fault
     assert batch >= (1 - TOLERANCE) * reference, f"median {batch:.0f} tok/s vs {reference:.0f} solo"
-    floor = (1 - TOLERANCE) * min(solo)
-    slow = [(i, round(rate)) for i, rate in enumerate(rates) if rate < floor]
-    assert not slow, f"runs more than 25% below every solo run ({min(solo):.0f}-{max(solo):.0f} tok/s): {slow}"
+    # No per-run floor: one run slowed by a noisy neighbour on a 2-core CI machine is not a queue fault,
+    # and overlap on the device, which would slow runs, is asserted directly from the windows above.
     growth_mb = server.rss_mb() - baseline_mb
     assert growth_mb < RSS_MARGIN_MB, f"server RSS grew by {growth_mb:.0f} MB"
     server.finished += [r["run_id"] for r in before + [blocker.result()["record"]] + records + after]
