@@ -23,7 +23,6 @@ from collections import Counter
 import torch
 
 from playground.fast.generate import compiled_steps, fast_generate
-from playground.fast.state import cache_len_for, state_cache
 from playground.loader import MODELS
 
 
@@ -81,12 +80,11 @@ def main() -> None:
     model = MODELS.get(args.model, device, args.dtype, args.attn)[0].model
     ids = torch.randint(0, model.config.vocab_size, (1, args.prompt_tokens), device=device,
                         generator=torch.Generator(device).manual_seed(0))
-    fast_generate(model, input_ids=ids, max_new_tokens=args.new_tokens, compile_mode=args.compile,
-                  eos_token_id=[], pad_token_id=0)  # cold: compile and capture, not profiled
+    cold = fast_generate(model, input_ids=ids, max_new_tokens=args.new_tokens, compile_mode=args.compile,
+                         eos_token_id=[], pad_token_id=0)  # compile and capture, not profiled
     steps = args.new_tokens - 1
-    with torch.inference_mode():  # the state and compiled steps that run left, reused as fast_generate reuses them
-        state, _ = state_cache(model).get(model, 1, cache_len_for(args.prompt_tokens + args.new_tokens,
-                                                                  model.config.max_position_embeddings))
+    with torch.inference_mode():  # that run's state and compiled steps, reused as fast_generate reuses them
+        state = cold.past_key_values
         prefill_fn, decode_fn = compiled_steps(model, state, args.compile, compile_prefill=True)
         prefill_fn(model, state, ids, False)
         activity = torch.profiler.ProfilerActivity.CUDA if cuda else torch.profiler.ProfilerActivity.CPU
