@@ -23,6 +23,7 @@ from collections import Counter
 import torch
 
 from playground.fast.generate import compiled_steps, fast_generate
+from playground.kernels import top_kernels
 from playground.loader import MODELS
 
 
@@ -34,11 +35,9 @@ def step_events(prof, device: str, steps: int) -> tuple[Counter, Counter, list]:
     kind = "CUDA" if device == "cuda" else "CPU"
     events = sorted((e for e in prof.events() if e.device_type.name == kind and not e.name.startswith("Profiler")),
                     key=lambda e: e.time_range.start)
-    total_us, count = Counter(), Counter()
-    for e in events:
-        total_us[e.name] += e.time_range.elapsed_us()
-        count[e.name] += 1
-    us = Counter({name: total / steps for name, total in total_us.items()})
+    total_us = top_kernels([(e.name, e.time_range.elapsed_us()) for e in events], n=None)
+    count = Counter(e.name for e in events)
+    us = Counter({name: total / steps for name, total in total_us})
     launches = Counter({name: n // steps for name, n in count.items()})
     return us, launches, events[-(len(events) // steps):]
 

@@ -88,8 +88,8 @@ PHASE_PREFIX = "playground::"
 TOP_KERNELS = 8
 
 
-def top_kernels(timed: list[tuple[str, float]], n: int = TOP_KERNELS) -> list[tuple[str, float]]:
-    """The n kernels with the most summed time, from (name, µs) pairs: where a phase's GPU time goes."""
+def top_kernels(timed: list[tuple[str, float]], n: int | None = TOP_KERNELS) -> list[tuple[str, float]]:
+    """The n kernels (None: all) with the most summed time, from (name, µs) pairs: where GPU time goes."""
     totals: Counter[str] = Counter()
     for name, us in timed:
         totals[name] += us
