@@ -143,11 +143,15 @@ def apply_comparison(name: str) -> dict[str, Any]:
 
 
 def store_notice(store: RunStore | None) -> str:
-    """A banner when the history file could not be read at start-up and was moved aside."""
-    if store is None or not store.recovered_from:
+    """A banner when the history file was moved aside as damaged, or cannot be used at all."""
+    if store is None:
         return ""
-    return (f"⚠ **The run history could not be read**, so a new one was started. The damaged file was kept as "
-            f"`{store.recovered_from}`; nothing was deleted.")
+    if store.problem:
+        return f"⚠ **Run history not saved.** {store.problem}."
+    if store.recovered_from:
+        return (f"⚠ **The run history could not be read**, so a new one was started. The damaged file was kept "
+                f"as `{store.recovered_from}`; nothing was deleted.")
+    return ""
 
 
 # ---- running -----------------------------------------------------------------------------------
@@ -182,7 +186,7 @@ def run(app: Playground, values: dict[str, Any], sides: tuple[str, ...], session
         app.panes[session] = panes
         yield _pane_values(panes)
     finished = {s: p.record for s, p in panes.items() if p.record is not None and p.record.status == "ok"}
-    selected = list(values.get("selection") or []) + [r.run_id for r in finished.values()]
+    selected = list(values.get("selection") or []) + [r.run_id for r in finished.values() if r.run_id is not None]
     yield {
         **_pane_values(panes),
         "summary": render.summary_html(panes),
@@ -245,8 +249,15 @@ def _where(store: History) -> str:
 
 def history_note(store: History, records: list[RunRecord]) -> str:
     note = f"{len(records)} run(s) in {_where(store)}. Click a row to add it to or remove it from the charts."
+    if store.problem:
+        note += f" ⚠ History not saved: {store.problem}."
     if store.recovered_from:
         note += f" A damaged history was moved aside to `{store.recovered_from}`."
+    if store.skipped:
+        note += f" ⚠ {store.skipped} unreadable row(s) skipped; they are left in the file."
+    if store.unsaved:
+        note += f" ⚠ {store.unsaved} finished run(s) could not be saved yet and are kept in memory; they are " \
+                "retried with the next save."
     return note
 
 

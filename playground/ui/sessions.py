@@ -21,7 +21,8 @@ class SessionRuns:
     """One session's finished runs, newest first, numbered from 1."""
 
     path = "this browser session (not saved on the server)"
-    recovered_from = None
+    recovered_from = problem = None  # what RunStore reports about its file; a session has none
+    skipped = unsaved = 0
 
     def __init__(self) -> None:
         self._runs: list[RunRecord] = []
