@@ -27,7 +27,7 @@ from playground.presets import PRESETS
 from playground.record import RunRecord
 from playground.store import RunStore
 from playground.ui import charts, render
-from playground.ui.sessions import SessionHistories, SessionRuns
+from playground.ui.sessions import SessionHistories, SessionHistory, session_key
 from playground.ui.settings import SIDES, ColumnSettings, SharedSettings, check_column, comparisons, make_config
 from playground.ui.streaming import Pane, run_sides
 
@@ -40,7 +40,7 @@ HISTORY_COLUMNS = {  # record field -> column header (units in the header, numbe
 }
 
 
-History = RunStore | SessionRuns  # what the history views read: the shared store, or one session's runs
+History = RunStore | SessionHistory  # what the history views read: the shared store, or one session's runs
 
 
 class Playground:
@@ -72,7 +72,7 @@ class Playground:
         return event is not None
 
     def history(self, session: str) -> History:
-        return self.histories.get(session) if self.histories else self.store
+        return self.histories.history(session) if self.histories else self.store
 
     def export_dir(self, session: str) -> Path:
         """Where this session's downloads are written: one shared folder locally, a private one when hosted."""
@@ -101,8 +101,20 @@ class Playground:
 
 
 def session_of(request: Any) -> str:
-    """The caller's browser or client session; a request without one gets a fresh id, so it shares nobody's history."""
-    return getattr(request, "session_hash", None) or f"no-session-{uuid.uuid4().hex}"
+    """The caller's browser or client session, keyed with its address so that hosted mode can bound the
+    sessions one client holds; a request without a session gets a fresh id, so it shares nobody's history."""
+    session = getattr(request, "session_hash", None) or f"no-session-{uuid.uuid4().hex}"
+    return session_key(client_address(request), session)
+
+
+def client_address(request: Any) -> str:
+    """Where the request came from: on a Space, the last X-Forwarded-For hop (added by the Space's proxy,
+    so a client cannot choose it); elsewhere the connection's peer, since a header there is the client's word."""
+    headers = getattr(request, "headers", None) or {}
+    forwarded = headers.get("x-forwarded-for", "") if os.environ.get("SPACE_ID") else ""
+    if forwarded.strip():
+        return forwarded.split(",")[-1].strip()
+    return getattr(getattr(request, "client", None), "host", None) or "unknown"
 
 
 # ---- reading the controls ----------------------------------------------------------------------

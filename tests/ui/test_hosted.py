@@ -258,3 +258,55 @@ def test_a_lone_surrogate_is_refused_clearly(launched, figures):
     assert "event: complete" in stream and "prompt contains invalid Unicode (a lone surrogate at character 1)" in stream
     _healthy(client)
     figures["bad inputs tried"] = figures.get("bad inputs tried", 0) + 1
+
+
+# ---- per-session history: bounded, and no visitor can wipe another's ---------------------------------
+
+class FakeRequest:
+    """What Gradio hands a handler: the session hash and the connection's peer."""
+
+    def __init__(self, session: str, host: str) -> None:
+        self.session_hash, self.client, self.headers = session, type("Peer", (), {"host": host})(), {}
+
+
+def _tiny_record(prompt: str):
+    from playground.record import RunRecord
+
+    return RunRecord(model=TINY, attn="sdpa", use_cache=True, cache_impl="dynamic", dtype="fp32", compile="off",
+                     device="cpu", batch_size=1, prompt_tokens=2, new_tokens=2, mode="benchmark", repeats=1,
+                     warmup=0, config={"prompt": prompt})
+
+
+def test_fresh_sessions_that_only_read_take_no_slot_and_evict_nobody():
+    from playground.ui.api import make_endpoints
+
+    app = events.Playground(None, TINY, HOSTED)
+    alice = FakeRequest("alice", "10.0.0.1")
+    app.history(events.session_of(alice)).add(_tiny_record("alice's run"))
+    history = make_endpoints(app)[2]
+    for i in range(300):  # more fresh sessions than there are slots, as a script would send
+        assert history(FakeRequest(f"fresh-{i}", "10.0.0.2"))["runs"] == []
+    assert [r["config"]["prompt"] for r in history(alice)["runs"]] == ["alice's run"]
+
+
+def test_one_client_with_many_sessions_cannot_push_out_the_others():
+    from playground.ui.sessions import MAX_SESSIONS_PER_CLIENT, SessionHistories
+
+    histories = SessionHistories(max_sessions=16)
+    others = [events.session_of(FakeRequest(f"visitor-{i}", f"10.0.1.{i}")) for i in range(15)]
+    for key in others:
+        histories.history(key).add(_tiny_record(key))
+    for i in range(300):  # one address, a new session and a real run each time
+        histories.history(events.session_of(FakeRequest(f"mallory-{i}", "10.6.6.6"))).add(_tiny_record("m"))
+    assert all(histories.history(key).records() for key in others[1:])  # only the oldest visitor made room
+    assert sum(key.startswith("10.6.6.6 ") for key in histories._sessions) <= MAX_SESSIONS_PER_CLIENT
+    newest = events.session_of(FakeRequest("mallory-299", "10.6.6.6"))
+    assert histories.history(newest).records()  # its own newest session is kept
+
+
+def test_the_forwarded_address_is_trusted_only_behind_the_space_proxy(monkeypatch):
+    request = FakeRequest("s", "10.9.9.9")
+    request.headers = {"x-forwarded-for": "1.2.3.4, 5.6.7.8"}
+    assert events.client_address(request) == "10.9.9.9"
+    monkeypatch.setenv("SPACE_ID", "me/playground")
+    assert events.client_address(request) == "5.6.7.8"  # the hop the proxy added, not the one the client sent
