@@ -28,7 +28,8 @@ from playground.record import RunRecord
 from playground.store import RunStore
 from playground.ui import charts, render
 from playground.ui.sessions import SessionHistories, SessionHistory, session_key
-from playground.ui.settings import SIDES, ColumnSettings, SharedSettings, check_column, comparisons, make_config
+from playground.ui.settings import (LONG_PROMPT_TOKENS, SIDES, ColumnSettings, SharedSettings, check_column,
+                                    comparisons, context_of, make_config)
 from playground.ui.streaming import Pane, run_sides
 
 MAX_CHART_RUNS = 8  # newest runs kept selected for the charts; more makes the bars unreadable
@@ -144,13 +145,26 @@ def model_info(model: str) -> str:
     return preset.summary + (". Timings are real; the text is noise." if preset.random_weights else ".")
 
 
-def apply_comparison(name: str) -> dict[str, Any]:
-    """Control values that set up a classic comparison, plus its note."""
+def apply_comparison(name: str, model: str, policy: HostingPolicy = HostingPolicy()) -> dict[str, Any]:
+    """Control values that set up a classic comparison for `model`, plus its note: what it will run, and,
+    before Run, why a side cannot run on this host."""
     comparison = comparisons()[name]
-    values: dict[str, Any] = {"comparison_note": f"**{comparison.name}.** {comparison.note}"}
+    context = context_of(model)
+    workload = comparison.workload(context)
+    values: dict[str, Any] = dict(workload)
     for side, column in (("A", comparison.a), ("B", comparison.b)):
         values.update({f"{side}.{k}": v for k, v in dataclasses.asdict(column).items()})
-    values.update(comparison.shared)
+    note = f"**{comparison.name}.** {comparison.note}"
+    if comparison.long_prompt:
+        cut = workload["prompt_tokens"] < LONG_PROMPT_TOKENS
+        note += (f" Prompt: {workload['prompt_tokens']:,} synthetic tokens + {workload['new_tokens']} new"
+                 + (f", cut to fit the model's {context:,}-token context." if cut else "."))
+    shared = SharedSettings(model=model, **workload)
+    for side, column in reversed((("A", comparison.a), ("B", comparison.b))):
+        ok, why = check_column(shared, column, policy)
+        if not ok:
+            note = f"⛔ **{side} cannot run on this host:** {why}.\n\n{note}"
+    values["comparison_note"] = note
     return values
 
 
@@ -169,11 +183,16 @@ def store_notice(store: RunStore | None) -> str:
 # ---- running -----------------------------------------------------------------------------------
 
 def status_line(panes: dict[str, Pane]) -> str:
+    """The run's state in one line; 'Finished' only once no side is left waiting."""
     running = next((p for p in panes.values() if p.state == "running"), None)
     if running is not None:
         return f"**Running {running.side}** · {running.status}"
-    if all(p.state == "waiting" for p in panes.values()):
+    waiting = [s for s, p in panes.items() if p.state == "waiting"]
+    if len(waiting) == len(panes):
         return "Waiting for the device…"
+    if waiting:
+        done = ", ".join(f"{s} {p.state}" for s, p in panes.items() if p.state != "waiting")
+        return f"**Starting {waiting[0]}** · {done}"
     states = ", ".join(f"{s} {p.state}" for s, p in panes.items())
     if any(p.state == "stopped" for p in panes.values()):
         return f"**Stopped** · {states} · the device is free; stopped runs are not saved."

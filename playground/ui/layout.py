@@ -24,6 +24,7 @@ from playground.ui.settings import (READY_PROMPTS, SIDES, ColumnSettings, Shared
                                     comparisons, compile_choices, flash_help)
 
 DEVICE_QUEUE = dict(concurrency_id="device", concurrency_limit=1)  # all device work, UI and API, one at a time
+PAGE_ONLY = dict(api_visibility="private")  # handlers the page calls; the API is /run, /compare and /history
 Components = dict[str, gr.components.Component]
 
 
@@ -185,7 +186,7 @@ def wire_run(ui: Components, app: events.Playground) -> list:
 
     inputs = {ui[n] for n in (*CONTROL_NAMES, "selection")}
     return [ui[button].click(handler_for(sides), inputs=inputs, outputs=_outputs(ui, *RUN_OUTPUTS),
-                             show_progress="minimal", **DEVICE_QUEUE)
+                             show_progress="minimal", **DEVICE_QUEUE, **PAGE_ONLY)
             for button, sides in (("run_ab", ("A", "B")), ("run_a", ("A",)))]
 
 
@@ -193,7 +194,7 @@ def wire_stop(ui: Components, app: events.Playground, runs: list) -> None:
     def handler(request: gr.Request):
         return _emit(ui, events.stop(app, events.session_of(request)))
 
-    ui["stop"].click(handler, outputs=_outputs(ui, "status", "pane_A", "pane_B"), cancels=runs, queue=False)
+    ui["stop"].click(handler, outputs=_outputs(ui, "status", "pane_A", "pane_B"), cancels=runs, queue=False, **PAGE_ONLY)
 
 
 def wire_controls(ui: Components, comparison_buttons: dict[str, gr.Button], policy: HostingPolicy) -> None:
@@ -201,17 +202,18 @@ def wire_controls(ui: Components, comparison_buttons: dict[str, gr.Button], poli
     controls = {ui[n] for n in CONTROL_NAMES}
     gr.on([ui[n].change for n in CONTROL_NAMES], lambda data: _emit(ui, events.side_notes(read(data), policy)),
           inputs=controls, outputs=_outputs(ui, "note_A", "note_B"), queue=False, trigger_mode="always_last",
-          show_progress="hidden")
+          show_progress="hidden", **PAGE_ONLY)
     for side in SIDES:
         ui[f"{side}.dtype"].change(lambda d: gr.update(choices=attention_choices(d)), ui[f"{side}.dtype"],
-                                   ui[f"{side}.attn"], queue=False, show_progress="hidden")
-    ui["model"].change(events.model_info, ui["model"], ui["model_info"], queue=False, show_progress="hidden")
+                                   ui[f"{side}.attn"], queue=False, show_progress="hidden", **PAGE_ONLY)
+    ui["model"].change(events.model_info, ui["model"], ui["model_info"], queue=False, show_progress="hidden",
+                       **PAGE_ONLY)
     ui["ready_prompt"].input(lambda name: (READY_PROMPTS[name], False), ui["ready_prompt"],
-                             _outputs(ui, "prompt", "synthetic"), queue=False, show_progress="hidden")
+                             _outputs(ui, "prompt", "synthetic"), queue=False, show_progress="hidden", **PAGE_ONLY)
     preset_outputs = [*controls, ui["comparison_note"]]
     for name, button in comparison_buttons.items():
-        button.click(lambda n=name: _emit(ui, events.apply_comparison(n)), outputs=preset_outputs, queue=False,
-                     show_progress="hidden")
+        button.click(lambda model, n=name: _emit(ui, events.apply_comparison(n, model, policy)), ui["model"],
+                     preset_outputs, queue=False, show_progress="hidden", **PAGE_ONLY)
 
 
 def wire_history(ui: Components, demo: gr.Blocks, app: events.Playground) -> None:
@@ -227,7 +229,8 @@ def wire_history(ui: Components, demo: gr.Blocks, app: events.Playground) -> Non
     def on_unload(request: gr.Request) -> None:
         app.end_session(events.session_of(request))
 
-    demo.load(on_load, inputs={ui[n] for n in CONTROL_NAMES}, outputs=[*history_outputs, ui["note_A"], ui["note_B"]])
+    demo.load(on_load, inputs={ui[n] for n in CONTROL_NAMES}, outputs=[*history_outputs, ui["note_A"], ui["note_B"]],
+              **PAGE_ONLY)
     demo.unload(on_unload)
 
     def on_row(selected: list[int], evt: gr.SelectData, request: gr.Request):
@@ -243,11 +246,12 @@ def wire_history(ui: Components, demo: gr.Blocks, app: events.Playground) -> Non
         session = events.session_of(request)
         return _emit(ui, events.clear(app.history(session), app.export_dir(session)))
 
-    ui["history"].select(on_row, ui["selection"], charts, show_progress="hidden")
-    ui["selection"].input(on_select, ui["selection"], charts[1:], show_progress="hidden")
-    ui["ask_clear"].click(on_ask_clear, outputs=_outputs(ui, "confirm_row", "confirm_text"), queue=False)
-    ui["confirm_no"].click(lambda: _emit(ui, events.cancel_clear()), outputs=ui["confirm_row"], queue=False)
-    ui["confirm_yes"].click(on_clear, outputs=[ui["confirm_row"], *history_outputs], **DEVICE_QUEUE)
+    ui["history"].select(on_row, ui["selection"], charts, show_progress="hidden", **PAGE_ONLY)
+    ui["selection"].input(on_select, ui["selection"], charts[1:], show_progress="hidden", **PAGE_ONLY)
+    ui["ask_clear"].click(on_ask_clear, outputs=_outputs(ui, "confirm_row", "confirm_text"), queue=False, **PAGE_ONLY)
+    ui["confirm_no"].click(lambda: _emit(ui, events.cancel_clear()), outputs=ui["confirm_row"], queue=False,
+                           **PAGE_ONLY)
+    ui["confirm_yes"].click(on_clear, outputs=[ui["confirm_row"], *history_outputs], **DEVICE_QUEUE, **PAGE_ONLY)
 
 
 def wire_api(app: events.Playground) -> None:

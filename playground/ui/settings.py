@@ -9,11 +9,16 @@ explains anything that cannot run.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 
-from playground import capabilities
+from playground import capabilities, engine
 from playground.config import ATTENTIONS, COMPILE_MODES, ConfigError, RunConfig
 from playground.hosting import HostingPolicy
+from playground.loader import LoadedModel, LoadError, load_config, model_source
+from playground.presets import PRESETS, noise_tokenizer
 
 SIDES = ("A", "B")
 READY_PROMPTS = {
@@ -85,11 +90,58 @@ def make_config(shared: SharedSettings, column: ColumnSettings, policy: HostingP
     return config
 
 
+@functools.lru_cache(maxsize=8)
+def _weightless(model: str) -> LoadedModel | None:
+    """The model's config and tokenizer without its weights, which is all the engine's prompt check reads;
+    None for a hub id (fetched only when it runs). Raises LoadError for a name that cannot load."""
+    source = model_source(model)
+    if source == "hub":
+        return None
+    config = load_config(model)
+    preset = PRESETS.get(model)
+    if preset is not None and preset.random_weights:
+        tokenizer = noise_tokenizer(config.vocab_size)
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(preset.path if preset else Path(model).expanduser()))
+    return LoadedModel(key=(model,), model=SimpleNamespace(config=config), tokenizer=tokenizer, source=source,
+                       random_weights=bool(preset and preset.random_weights), load_s=0.0, device="cpu", dtype="",
+                       attn_effective="")
+
+
+def context_of(model: str) -> int | None:
+    """The model's context in tokens, as the loader reads it; None where unknown before it loads."""
+    try:
+        probe = _weightless((model or "").strip())
+    except (LoadError, ConfigError, OSError, ValueError):
+        return None
+    return probe.max_context if probe is not None else None
+
+
+def check_model_fits(config: RunConfig, device: str, dtype: str) -> None:
+    """Refuse before Run what the engine refuses around loading: a model that cannot load, weights and KV cache
+    beyond free memory, a prompt that encodes to nothing or that with the new tokens overflows the context.
+    The engine's own checks, run on the model's config and tokenizer; a hub model is checked when it runs."""
+    try:
+        probe = _weightless(config.model)
+        if probe is not None:
+            engine._check_memory(config, engine.MODELS, device, dtype)
+    except ConfigError:
+        raise
+    except (LoadError, OSError, ValueError) as exc:  # a config or tokenizer that cannot be read
+        raise ConfigError(str(exc)) from None
+    if probe is not None:
+        engine._prompt_ids(config, probe)
+
+
 def check_column(shared: SharedSettings, column: ColumnSettings,
                  policy: HostingPolicy = HostingPolicy()) -> tuple[bool, str]:
     """(runnable, why): the engine's or the hosting policy's reason when it cannot run here, else what it runs as."""
     try:
-        device, dtype = capabilities.check(make_config(shared, column, policy))
+        config = make_config(shared, column, policy)
+        device, dtype = capabilities.check(config)
+        check_model_fits(config, device, dtype)
     except ConfigError as exc:
         return False, str(exc)
     backend = "fast backend · " if column.backend == "fast" else ""
@@ -136,15 +188,29 @@ def flash_help(env: dict, hosted: bool) -> str:
     return f"**flash-attn is not installed**, so `flash_attention_2` is unavailable. To enable it: {first}; {second}."
 
 
+# What a comparison leaves unnamed takes its default, so an earlier click never leaks into a later one.
+WORKLOAD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SharedSettings) if f.name not in ("model", "prompt")}
+LONG_PROMPT_TOKENS = 2048  # long enough to make prefill attention-bound on a GPU
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """A classic A-vs-B set-up; `shared` only overrides what the comparison needs."""
+    """A classic A-vs-B set-up; `shared` overrides the workload defaults it needs."""
 
     name: str
     note: str
     a: ColumnSettings
     b: ColumnSettings
     shared: dict = field(default_factory=dict)
+    long_prompt: bool = False  # a synthetic prompt of LONG_PROMPT_TOKENS, cut to fit the model's context
+
+    def workload(self, context: int | None) -> dict:
+        """Every shared setting this comparison depends on, for a model of `context` tokens (None: unknown)."""
+        values = {**WORKLOAD_DEFAULTS, **self.shared}
+        if self.long_prompt:
+            room = context - values["new_tokens"] if context else LONG_PROMPT_TOKENS
+            values.update(synthetic=True, prompt_tokens=min(LONG_PROMPT_TOKENS, room))
+        return values
 
 
 def _column(**changes) -> ColumnSettings:
@@ -158,21 +224,21 @@ def comparisons() -> dict[str, Comparison]:
     # the fast backend's best attention where flash-attn runs: flash-decoding reads only the filled cache
     fast_attn = ("flash_attention_2" if cuda and not capabilities.attention_unavailable(
         "flash_attention_2", "cuda", "bf16", host) else "sdpa")
-    long_context = dict(synthetic=True, prompt_tokens=2048, new_tokens=32, mode="benchmark")
     items = (
         Comparison("KV cache: off vs on",
                    "Without a cache every step re-reads the whole sequence: watch per-token latency grow with "
                    "position in the latency chart.",
                    _column(use_cache=False), _column(),
-                   dict(synthetic=True, prompt_tokens=128, new_tokens=256, mode="benchmark")),
+                   dict(synthetic=True, prompt_tokens=128, new_tokens=256)),
         Comparison("Attention: eager vs sdpa (long context)",
-                   "A 2,048-token prompt makes prefill attention-bound. Next, try sdpa vs flash_attention_2 "
+                   "A long prompt makes prefill attention-bound. Next, try sdpa vs flash_attention_2 "
                    "to complete eager → sdpa → flash.",
-                   _column(attn="eager"), _column(attn="sdpa"), long_context),
+                   _column(attn="eager"), _column(attn="sdpa"), dict(new_tokens=32), long_prompt=True),
         Comparison("Attention: sdpa vs flash_attention_2 (long context)",
                    "Both in bf16, since FlashAttention runs only in fp16/bf16. The kernels row shows what really "
                    "ran; if flash-attn cannot run here, B says why.",
-                   _column(attn="sdpa", dtype="bf16"), _column(attn="flash_attention_2", dtype="bf16"), long_context),
+                   _column(attn="sdpa", dtype="bf16"), _column(attn="flash_attention_2", dtype="bf16"), dict(new_tokens=32),
+                   long_prompt=True),
         Comparison("dtype: fp32 vs bf16",
                    "Half the bytes per weight: decode, which is bandwidth-bound, should speed up on a GPU. Tokens "
                    "may differ after a few steps because rounding differs.",

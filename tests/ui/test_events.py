@@ -6,7 +6,11 @@ import dataclasses
 import json
 import threading
 
+import pytest
+
 from conftest import TINY
+from playground import capabilities
+from playground.presets import DEFAULT_MODEL
 from playground.ui import events
 from playground.ui.settings import SIDES, ColumnSettings, comparisons
 
@@ -98,14 +102,55 @@ def test_side_notes_name_the_reason_an_option_cannot_run():
     assert notes["note_B"].startswith("✓ runs as sdpa")
 
 
-def test_comparison_presets_only_set_known_controls():
-    known = set(values()) | {"comparison_note"}
+def test_every_comparison_sets_every_control_it_depends_on():
+    """So the order of clicks never matters: each sets all settings but the model and the prompt text."""
+    settable = set(values()) - {"model", "prompt", "selection"}
     for name in comparisons():
-        update = events.apply_comparison(name)
-        assert set(update) <= known, name
-        assert all(f"{s}.attn" in update for s in SIDES)
-    kv = events.apply_comparison("KV cache: off vs on")
+        update = events.apply_comparison(name, TINY)
+        assert set(update) == settable | {"comparison_note"}, name
+    kv = events.apply_comparison("KV cache: off vs on", TINY)
     assert kv["A.use_cache"] is False and kv["B.use_cache"] is True
+
+
+def test_a_dtype_click_after_a_long_context_click_runs(store):
+    """Seen by a user: the long prompt a long-context click left behind made a later dtype run overflow."""
+    state = values(model=DEFAULT_MODEL)
+    for name in ("Attention: eager vs sdpa (long context)", "dtype: fp32 vs bf16"):
+        state.update(events.apply_comparison(name, DEFAULT_MODEL))
+    assert state["synthetic"] is False
+    notes = events.side_notes(state)
+    assert all(n.startswith("✓ runs") for n in notes.values()), notes
+
+
+def test_long_context_comparison_says_what_it_uses_and_passes_the_pre_run_check():
+    update = events.apply_comparison("Attention: eager vs sdpa (long context)", DEFAULT_MODEL)
+    assert "2,016 synthetic tokens + 32 new, cut to fit the model's 2,048-token context" in update["comparison_note"]
+    notes = events.side_notes({**values(model=DEFAULT_MODEL), **update})
+    assert all(n.startswith("✓ runs") for n in notes.values()), notes
+
+
+def test_side_notes_catch_a_prompt_beyond_the_context():
+    notes = events.side_notes(values(model=DEFAULT_MODEL, synthetic=True, prompt_tokens=2048, new_tokens=32))
+    assert notes["note_A"] == notes["note_B"]
+    assert notes["note_A"].startswith("⛔") and "exceeds the model's context of 2048 tokens" in notes["note_A"]
+
+
+def test_flash_comparison_on_a_cpu_host_says_before_run_that_b_cannot_run():
+    if capabilities.host().cuda:
+        pytest.skip("CPU host only")
+    note = events.apply_comparison("Attention: sdpa vs flash_attention_2 (long context)", DEFAULT_MODEL)["comparison_note"]
+    assert note.startswith("⛔ **B cannot run on this host:**") and "needs a CUDA GPU" in note
+
+
+def test_status_says_finished_only_when_no_side_waits():
+    from playground.ui.streaming import Pane
+    from records import make_record
+
+    panes = {s: Pane(s, "t") for s in SIDES}
+    panes["A"].finish(make_record(1))
+    assert events.status_line(panes) == "**Starting B** · A ok"
+    panes["B"].finish(make_record(2))
+    assert events.status_line(panes).startswith("**Finished** · A ok, B ok")
 
 
 def test_history_toggle_export_and_clear(store):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from playground import capabilities
-from playground.ui.settings import comparisons
+from playground.presets import DEFAULT_MODEL, PRESETS
+from playground.ui.settings import SharedSettings, check_column, comparisons, context_of
 
 
 def gpu_host(flash_attn: str | None) -> capabilities.Host:
@@ -31,3 +32,33 @@ def test_fast_backend_preset_on_cpu_runs_eager_with_sdpa():
     if capabilities.host().cuda:
         pytest.skip("CPU host only")
     assert (preset.b.backend, preset.b.attn, preset.b.compile) == ("fast", "sdpa", "off")
+
+
+@pytest.mark.parametrize("model", list(PRESETS))
+def test_every_comparison_fits_every_presets_context(model):
+    """The run's context check (prompt + new tokens within the model's context) passes for every preset;
+    what remains may only be this host's limits (no GPU for flash-attn, not enough memory)."""
+    context = context_of(model)
+    assert context
+    for comparison in comparisons().values():
+        workload = comparison.workload(context)
+        for column in (comparison.a, comparison.b):
+            ok, why = check_column(SharedSettings(model=model, **workload), column)
+            assert ok or "context" not in why, (comparison.name, why)
+        if comparison.long_prompt:
+            assert workload["prompt_tokens"] + workload["new_tokens"] <= context
+
+
+def test_long_prompt_is_cut_to_the_default_models_context():
+    long = comparisons()["Attention: eager vs sdpa (long context)"].workload(context_of(DEFAULT_MODEL))
+    assert context_of(DEFAULT_MODEL) == 2048
+    assert (long["synthetic"], long["prompt_tokens"] + long["new_tokens"]) == (True, 2048)
+
+
+def test_the_pre_run_check_refuses_what_the_run_refuses():
+    over = SharedSettings(model=DEFAULT_MODEL, synthetic=True, prompt_tokens=2048, new_tokens=32)
+    ok, why = check_column(over, comparisons()["dtype: fp32 vs bf16"].a)
+    assert not ok and "exceeds the model's context of 2048 tokens" in why
+    text = SharedSettings(model=DEFAULT_MODEL, prompt="word " * 3000, new_tokens=8)
+    ok, why = check_column(text, comparisons()["dtype: fp32 vs bf16"].a)
+    assert not ok and "exceeds the model's context" in why
