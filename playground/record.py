@@ -97,13 +97,12 @@ class RunRecord:
 
     @property
     def name(self) -> str:
-        """A short label that says what ran: the user's label, else the settings that matter."""
+        """A short label that says what ran: the user's label, else the backend and the settings that matter."""
         if self.label:
             return self.label
         cache = f"cache {self.cache_impl}" if self.use_cache else "no cache"
         comp = "" if self.compile == "off" else f" compile:{self.compile}"
-        fast = "fast " if self.backend == "fast" else ""
-        return f"{fast}{self.attn} {self.dtype_effective or self.dtype} {cache}{comp}"
+        return f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype} {cache}{comp}"
 
 
 def differs_beyond_noise(a: RunRecord, b: RunRecord, field: str) -> bool | None:

@@ -45,7 +45,7 @@ def config_title(config: RunConfig | Exception) -> str:
         return "cannot run"
     cache = f"cache {config.cache_impl}" if config.use_cache else "no cache"
     compiled = "" if config.compile == "off" else f" · compile {config.compile}"
-    return f"{config.attn} · {config.dtype} · {cache}{compiled}"
+    return f"{config.backend}: {config.attn} · {config.dtype} · {cache}{compiled}"
 
 
 def token_span(text: str, index: int) -> str:
@@ -68,9 +68,13 @@ def _pane_stats(pane: Pane) -> str:
 
 def _pane_tokens(pane: Pane, live: bool) -> str:
     limit = LIVE_WINDOW_TOKENS if live else FINAL_MAX_TOKENS
-    shown = pane.chunks[-limit:] if pane.tokens > limit else pane.chunks
+    shown = pane.chunks[-limit:] if pane.tokens > limit else list(pane.chunks)
     hidden = pane.tokens - len(shown)
     note = f'<span class="dim">… {hidden:,} earlier tokens not shown{" while streaming" if live else ""}</span>' if hidden else ""
+    at = None if pane.first_difference is None else pane.first_difference - hidden
+    if at is not None and 0 <= at < len(shown):
+        tip = f"A and B first differ here, at token {pane.first_difference}"
+        shown[at] = f'<mark class="tk-diff" title="{tip}">{shown[at]}</mark>'
     return note + "".join(shown)
 
 
@@ -90,7 +94,8 @@ def pane_html(pane: Pane, live: bool) -> str:
     return (
         f'<div class="pane state-{pane.state}" data-side="{pane.side}" data-tokens="{pane.tokens}">'
         f'<div class="pane-head"><span class="side side-{pane.side}">{pane.side}</span>'
-        f'<span class="cfg">{escape(pane.title)}</span><span class="badge">{escape(pane.status)}</span></div>'
+        f'<span class="cfg" title="{escape(pane.title)}">{escape(pane.title)}</span>'
+        f'<span class="badge" title="{escape(pane.status)}">{escape(pane.status)}</span></div>'
         f'<div class="pane-stats">{_pane_stats(pane)}</div>'
         f'<div class="tokens"><div>{_pane_tokens(pane, live)}</div></div>{_pane_notes(pane)}</div>'
     )

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from playground import engine
 from playground.config import ConfigError, RunConfig
-from playground.record import RunRecord
+from playground.record import RunRecord, compare_outputs
 from playground.store import RunStore
 from playground.ui import render
 from playground.ui.sessions import SessionRuns
@@ -43,6 +43,7 @@ class Pane:
     in_profile: bool = False
     record: RunRecord | None = None
     message: str = ""
+    first_difference: int | None = None  # token where A and B first differ, once both finished comparably
 
     @property
     def tokens(self) -> int:
@@ -115,6 +116,20 @@ def run_sides(configs: dict[str, RunConfig | ConfigError], store: RunStore | Ses
             yield panes
         else:
             yield from _stream_one(pane, generate(config, stop), store, clock, panes)
+    if _mark_first_difference(panes):
+        yield panes
+
+
+def _mark_first_difference(panes: dict[str, Pane]) -> bool:
+    """Point both panes at the token where A and B first differ; only when both finished ok and compare."""
+    records = [panes[s].record for s in ("A", "B") if s in panes and panes[s].state == "ok"]
+    if len(records) != 2:
+        return False
+    same = compare_outputs(*records)
+    if not same["comparable"] or same["identical"]:
+        return False
+    panes["A"].first_difference = panes["B"].first_difference = same["first_difference"]
+    return True
 
 
 def _stream_one(pane: Pane, events: Iterator[engine.Event], store: RunStore | SessionRuns,

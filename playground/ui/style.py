@@ -47,6 +47,9 @@ CSS = """
 .tk { border-radius: 3px; }
 .tk0 { background: rgba(79, 70, 229, 0.13); }
 .tk1 { background: rgba(249, 115, 22, 0.16); }
+.tk-diff { background: none; padding: 0; outline: 2px solid #e11d48; border-radius: 3px; cursor: help; }
+.tk-diff::before { content: "≠"; color: #fff; background: #e11d48; font-weight: 700; font-size: 11px;
+                   padding: 0 3px; margin-right: 2px; border-radius: 3px 0 0 3px; }
 .note { font-size: 13px; padding: 6px 10px; border-radius: 8px; margin-top: 6px; }
 .note.warn { background: #fef3c7; color: #92400e; }
 .note.bad { background: #fee2e2; color: #991b1b; }

@@ -100,3 +100,50 @@ def test_top_decode_kernels_show_their_share_of_the_step():
     assert "500 µs (25% of the step) <code>nvjet_gemv&lt;bf16&gt;</code>" in html
     assert "cudnn_sdpa" in html and "fourth" not in html  # three shown
     assert "— (CPU)" in html  # B ran on the CPU: no GPU kernels to list
+
+
+def _fake_engine(outputs: dict[str, list[int]]):
+    """An engine stand-in that streams the given ids as tokens and then a finished record."""
+    from playground import engine
+
+    def generate(config, stop):
+        ids = outputs[config.attn]
+        for i, token_id in enumerate(ids):
+            yield engine.Token("repeat", i, token_id, f"w{token_id} ", float(i))
+        yield engine.Result(make_record(output_ids=ids, attn=config.attn))
+    return generate
+
+
+def test_first_difference_is_marked_in_both_panes_once_both_finished(store):
+    import threading
+
+    from playground.config import RunConfig
+    from playground.ui.streaming import run_sides
+
+    configs = {"A": RunConfig(prompt="hi", attn="eager"), "B": RunConfig(prompt="hi", attn="sdpa")}
+    updates = [{s: p.html() for s, p in panes.items()}
+               for panes in run_sides(configs, store, threading.Event(), _fake_engine({"eager": [5, 6, 7, 8],
+                                                                                         "sdpa": [5, 6, 9, 9]}))]
+    assert not any("tk-diff" in html for update in updates[:-1] for html in update.values())  # not before B ends
+    for side, token in (("A", "w7"), ("B", "w9")):
+        html = updates[-1][side]
+        assert html.count('class="tk-diff"') == 1
+        assert f'title="A and B first differ here, at token 2"><span class="tk tk0">{token} </span></mark>' in html
+
+
+def test_identical_outputs_mark_nothing(store):
+    import threading
+
+    from playground.config import RunConfig
+    from playground.ui.streaming import run_sides
+
+    configs = {"A": RunConfig(prompt="hi", attn="eager"), "B": RunConfig(prompt="hi", attn="sdpa")}
+    panes = list(run_sides(configs, store, threading.Event(), _fake_engine({"eager": [5, 6], "sdpa": [5, 6]})))[-1]
+    assert "tk-diff" not in panes["A"].html() + panes["B"].html()
+
+
+def test_pane_header_names_the_backend():
+    from playground.config import RunConfig
+
+    assert render.config_title(RunConfig(prompt="hi", backend="fast", cache_impl="static")).startswith("fast: sdpa")
+    assert render.config_title(RunConfig(prompt="hi")).startswith("transformers: sdpa")
