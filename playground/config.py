@@ -39,6 +39,7 @@ MAX_NEW_TOKENS = 32_768
 MAX_PROMPT_TOKENS = 131_072
 MAX_REPEATS = 100
 MAX_BATCH_SIZE = 256
+MAX_NAME_PART_BYTES = 255  # the longest file name Linux and macOS allow, so a longer part can name nothing
 
 
 class ConfigError(ValueError):
@@ -91,6 +92,10 @@ class RunConfig:
                 raise ConfigError(f"{name}={value!r} is not one of: {', '.join(allowed)}")
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError("model is empty: give a preset name, a Hugging Face id or a local directory")
+        longest = max(self.model.replace("\\", "/").split("/"), key=len)
+        if len(longest.encode("utf-8", "surrogatepass")) > MAX_NAME_PART_BYTES:
+            raise ConfigError(f"model name part {longest[:24]!r}… is {len(longest):,} characters: no directory or "
+                              f"Hugging Face id has a part over {MAX_NAME_PART_BYTES} bytes")
         for name in ("use_cache", "trust_remote_code", "profile_kernels"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")

@@ -4,6 +4,10 @@ A preset is built straight on the target device from its config (an 8B model nev
 CPU first); a local directory or a Hugging Face id goes through `from_pretrained`. One model is
 held at a time: switching frees the old one before the new one loads, so GPU memory does not
 hold two models.
+
+A hub id is fetched only when the hub answers within `HUB_PROBE_S`: otherwise the load reads the local
+cache alone and fails at once if the model is not there, instead of holding the device queue
+through the hub client's retries.
 """
 
 from __future__ import annotations
@@ -18,12 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 
 from playground.metrics import MatmulShape
 from playground.presets import PRESETS, noise_tokenizer, preset_config
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+HUB_PROBE_S = 3.0  # how long the hub has to answer before a load falls back to the local cache
+# What a bad checkpoint raises while loading; transformers 5 validates configs as strict dataclasses.
+LOAD_ERRORS = (OSError, ValueError, KeyError, TypeError, ImportError, StrictDataclassError)
+MESSAGE_CHARS = 600  # a validator's whole message fits; a dumped tensor or config does not
 
 
 class LoadError(RuntimeError):
@@ -111,12 +120,18 @@ def _build_preset(name: str, device: str, dtype: str, attn: str):
     return model, noise_tokenizer(config.vocab_size)
 
 
+def _whole(text: str) -> str:
+    """The message on one line: validators put the cause on the lines after a generic first one."""
+    text = " ".join(text.split())
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 1] + "…"
+
+
 def explain_load_error(name: str, source: str, exc: Exception) -> str:
     text = str(exc)
     if isinstance(exc, json.JSONDecodeError) or "valid JSON" in text or "JSONDecodeError" in text:
-        return f"{name}: config.json is not valid JSON ({text.splitlines()[0]})"
+        return f"{name}: config.json is not valid JSON ({_whole(text)})"
     if "Unrecognized configuration class" in text or "Unrecognized model" in text:
-        return f"{name} is not a causal language model that transformers can load with AutoModelForCausalLM ({text.splitlines()[0][:200]})"
+        return f"{name} is not a causal language model that transformers can load with AutoModelForCausalLM ({_whole(text)})"
     if source == "hub" and any(s in text.lower() for s in ("offline", "connect", "resolve", "network", "cannot find the requested files")):
         return (f"could not download {name!r} from the Hugging Face Hub: there is no network connection here "
                 "(or HF_HUB_OFFLINE is set). Use a built-in preset or a local directory.")
@@ -124,7 +139,26 @@ def explain_load_error(name: str, source: str, exc: Exception) -> str:
         return f"{name!r} was not found on the Hugging Face Hub (check the id, or log in for a gated model)"
     if "trust_remote_code" in text:
         return f"{name} needs custom code from its repository; turn on trust_remote_code only if you trust it"
-    return f"could not load {name}: {type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+    return f"could not load {name}: {type(exc).__name__}: {_whole(text)}"
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_S) -> bool:
+    """Whether the Hugging Face Hub answers at all within `timeout_s` (any HTTP status counts)."""
+    import httpx
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        httpx.head(constants.ENDPOINT, timeout=timeout_s)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def _fetch_options(source: str) -> dict[str, Any]:
+    """`local_files_only` for a hub id when the hub does not answer, so the cache is read without retries."""
+    return {"local_files_only": True} if source == "hub" and not hub_reachable() else {}
 
 
 def _from_pretrained(name: str, source: str, device: str, dtype: str, attn: str, trust_remote_code: bool):
@@ -133,13 +167,14 @@ def _from_pretrained(name: str, source: str, device: str, dtype: str, attn: str,
     path = str(Path(name).expanduser()) if source == "local" else name
     if source == "local" and not (Path(path) / "config.json").is_file():
         raise LoadError(f"{name} is not a model directory: it has no config.json")
+    fetch = _fetch_options(source)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **fetch)
         model = AutoModelForCausalLM.from_pretrained(
             path, dtype=TORCH_DTYPES[dtype], attn_implementation=attn, trust_remote_code=trust_remote_code,
-            device_map=device,
+            device_map=device, **fetch,
         )
-    except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
+    except LOAD_ERRORS as exc:
         raise LoadError(explain_load_error(name, source, exc)) from exc
     return model, tokenizer
 
@@ -163,8 +198,8 @@ def load_config(name: str, trust_remote_code: bool = False):
     if source == "local" and not (Path(path) / "config.json").is_file():
         raise LoadError(f"{name} is not a model directory: it has no config.json")
     try:
-        return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError, TypeError, ImportError) as exc:
+        return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, **_fetch_options(source))
+    except LOAD_ERRORS as exc:
         raise LoadError(explain_load_error(name, source, exc)) from exc
 
 

@@ -126,3 +126,49 @@ def test_matmul_shape_knows_the_sliding_window():
     assert matmul_shape(mistral).window == 256
     qwen2 = AutoModelForCausalLM.from_config(AutoConfig.for_model("qwen2", sliding_window=256, **shape))
     assert matmul_shape(qwen2).window is None  # use_sliding_window is off by default
+
+
+# ---- an unreachable hub fails fast; every load error names its cause ---------------------------------
+
+import socket  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+from playground import loader  # noqa: E402
+
+
+@pytest.fixture
+def silent_hub(monkeypatch):
+    """A hub endpoint that accepts connections and never answers, as a blocked or black-holed network does."""
+    from huggingface_hub import constants
+    from transformers import AutoConfig, AutoTokenizer
+
+    for auto in (AutoConfig, AutoTokenizer):  # import transformers' lazy modules now, outside the timing
+        with pytest.raises(OSError):
+            auto.from_pretrained("nobody/not-cached-model", local_files_only=True)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+    yield
+    server.close()
+
+
+@pytest.mark.parametrize("load", [lambda: loader.load_config("nobody/not-cached-model"),
+                                  lambda: loader.ModelCache().get("nobody/not-cached-model", "cpu", "fp32", "sdpa")],
+                         ids=["config", "model"])
+def test_an_unreachable_hub_fails_fast_with_a_clear_message(silent_hub, load):
+    start = time.monotonic()
+    with pytest.raises(loader.LoadError, match="could not download 'nobody/not-cached-model' from the Hugging Face Hub"):
+        load()
+    assert time.monotonic() - start < loader.HUB_PROBE_S + 2  # the probe, then the local cache only
+
+
+def test_an_invalid_model_config_shows_the_validators_whole_message(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 3, '
+                                          '"num_hidden_layers": 1, "intermediate_size": 32, "vocab_size": 100}')
+    with pytest.raises(loader.LoadError, match=r"hidden size \(64\) is not a multiple of the number of attention "
+                                               r"heads \(3\)"):
+        loader.load_config(str(tmp_path))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import TINY
 
 
@@ -51,3 +53,24 @@ def test_compare_runs_a_then_b_and_compares(launched):
     comparison = final["comparison"]
     assert comparison["identical"] is True and comparison["decode_speedup_b_over_a"] > 0
     assert comparison["decode_beyond_noise"] is None  # one repeat a side: no noise estimate
+
+
+def test_compare_refuses_a_boolean_sent_as_text_instead_of_running_with_the_cache_on(launched):
+    demo, _ = launched
+    final = client_for(demo).predict(prompt="hi", model=TINY, a_use_cache=True, b_use_cache="false", max_new_tokens=2,
+                                     repeats=1, warmup=0, api_name="/compare")
+    for side in ("A", "B"):
+        assert final[side]["state"] == "invalid" and final[side]["record"] is None
+        assert "b_use_cache must be true or false (a JSON boolean), got 'false'" in final[side]["message"]
+    assert final["comparison"] is None
+
+
+def test_only_the_documented_endpoints_are_public(launched):
+    demo, _ = launched
+    client = client_for(demo)
+    api = client.view_api(print_info=False, return_format="dict")
+    assert set(api["named_endpoints"]) == {"/run", "/compare", "/history"} and not api["unnamed_endpoints"]
+    clear = next(i for i, dep in enumerate(demo.config["dependencies"])
+                 if any(demo.blocks[t[0]].value == "Delete all runs" for t in dep["targets"] if t[0] in demo.blocks))
+    with pytest.raises(ValueError, match=f"Invalid function index: {clear}"):  # the page's clear-history handler is not callable by clients
+        client.predict(fn_index=clear)

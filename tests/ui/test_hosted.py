@@ -184,7 +184,8 @@ def test_hosted_history_is_per_session(hosted_app):
 def test_hosted_limits_refuse_through_the_api_and_the_app_keeps_serving(hosted_app):
     client = client_for(hosted_app)
     for kwargs, words in ((dict(max_new_tokens=513), "limit of 512"), (dict(repeats=6), "limit of 5"),
-                          (dict(model="/tmp"), "local path")):
+                          (dict(model="/tmp"), "local path"), (dict(model="x" * 300), "part over 255 bytes"),
+                          (dict(model="/" + "x" * 300), "part over 255 bytes")):
         final = client.predict("hi", **{"model": TINY, **FAST, **kwargs}, api_name="/run")
         assert final["state"] == "invalid" and words in final["message"] and final["record"] is None
     assert client.predict("hi", TINY, **FAST, api_name="/run")["state"] == "ok"
@@ -213,6 +214,13 @@ BAD_INPUTS = [
     ("repeats 0", dict(repeats=0), "repeats must be a whole number from 1"),
     ("empty prompt", dict(prompt=""), "prompt is empty"),
     ("whitespace prompt", dict(prompt=" \n\t "), "prompt is empty or only whitespace"),
+    ("use_cache as the text 'false'", dict(use_cache="false"), "use_cache must be true or false (a JSON boolean), got 'false'"),
+    ("use_cache as the text 'no'", dict(use_cache="no"), "use_cache must be true or false (a JSON boolean), got 'no'"),
+    ("use_cache as a number", dict(use_cache=0), "use_cache must be true or false (a JSON boolean), got 0"),
+    ("model not text", dict(model=5), "model must be text, got 5"),
+    ("model as a list", dict(model=["a"]), "model must be text, got ['a']"),
+    ("attn not text", dict(attn=None), "attn must be text, got None"),
+    ("model name over 255 characters", dict(model="m" * 300), "no directory or Hugging Face id has a part over 255"),
 ]
 ODD_PROMPTS = {  # must run, and come back exactly as sent
     "emoji, right-to-left and control characters": "héllo 👋🏽 مرحبا بالعالم שלום \x00\x07\x1b[31m\u202e",
