@@ -63,3 +63,72 @@ def test_markdown_shows_mean_std_and_only_varying_settings(tmp_path):
     header = table.splitlines()[0]
     assert "attn" in header and "dtype" not in header and "±" in table
     assert "Same for all rows:" in table and "dtype=fp32" in table
+
+
+# ---- help, refusals before the sweep, and Ctrl-C ------------------------------------------------------
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+
+from playground import bench, config  # noqa: E402
+from playground.printers import PRINTERS  # noqa: E402
+
+
+def test_every_option_has_help_with_its_allowed_values():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, bench.argparse._SubParsersAction)).choices["bench"]
+    text = " ".join(sub.format_help().split())
+    for action in sub._actions:
+        assert action.help, f"{action.option_strings} has no help"
+    for choices in (config.ATTENTIONS, config.BACKENDS, config.CACHE_IMPLS, config.DTYPES, config.COMPILE_MODES,
+                    config.DEVICES, config.MODES, tuple(PRINTERS)):
+        assert ", ".join(choices) in text, choices
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--prompt", ""], "argument --prompt: prompt is empty"),
+    (["--prompt", "  \n"], "argument --prompt: prompt is empty or only whitespace"),
+    (["--output", "/no/such/directory/t.md"], "the directory /no/such/directory does not exist"),
+])
+def test_refused_before_the_sweep_runs(args, words):
+    start = time.monotonic()
+    out = cli("bench", "--model", "tiny-random-llama", "--new-tokens", "2", "--repeats", "1", *args)
+    assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr
+    assert time.monotonic() - start < 60 and RunStore().records() == []  # nothing ran
+
+
+@pytest.mark.parametrize("fmt", list(PRINTERS))
+def test_ctrl_c_keeps_the_finished_rows_in_every_format_and_exits_130(fmt, tmp_path, monkeypatch, capsys):
+    from playground import engine
+
+    real_run, calls = engine.run, []
+
+    def interrupted_on_the_second(config, stop=None):
+        calls.append(config)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_run(config, stop)
+
+    monkeypatch.setattr(engine, "run", interrupted_on_the_second)
+    output = tmp_path / f"rows.{fmt}"
+    code = bench.main(["bench", "--model", "tiny-random-llama", "--attn", "eager,sdpa,sdpa:math", "--new-tokens", "2",
+                       "--repeats", "1", "--no-profile", "--device", "cpu", "--format", fmt, "--output", str(output)])
+    text = output.read_text()
+    assert code == bench.INTERRUPTED and "interrupted: 1 of 3 run(s) finished" in capsys.readouterr().err
+    assert "eager" in text and "sdpa:math" not in text  # the finished row, and nothing after the interrupt
+
+
+def test_a_real_sigint_exits_130_without_a_traceback(tmp_path):
+    output = tmp_path / "rows.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "playground", "bench", "--model", "tiny-random-llama",
+                             "--new-tokens", "64,2000", "--repeats", "1", "--warmup", "0", "--no-profile",
+                             "--device", "cpu", "--format", "jsonl", "--output", str(output)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (output.exists() and output.read_text().count("\n") >= 1) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGINT)  # during the long second run
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == bench.INTERRUPTED and "Traceback" not in err and "interrupted: 1 of 2" in err
+    assert [json.loads(line)["new_tokens"] for line in output.read_text().splitlines()] == [64]
