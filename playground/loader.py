@@ -12,6 +12,7 @@ through the hub client's retries.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import re
@@ -199,6 +200,21 @@ def load_config(name: str, trust_remote_code: bool = False):
         raise LoadError(f"{name} is not a model directory: it has no config.json")
     try:
         return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, **_fetch_options(source))
+    except LOAD_ERRORS as exc:
+        raise LoadError(explain_load_error(name, source, exc)) from exc
+
+
+@functools.lru_cache(maxsize=8)
+def load_tokenizer(name: str, trust_remote_code: bool = False):
+    """The tokenizer the engine will use for `name`, without its weights (to count a prompt's tokens)."""
+    from transformers import AutoTokenizer
+
+    source = model_source(name)
+    if source == "preset" and PRESETS[name].random_weights:
+        return noise_tokenizer(preset_config(PRESETS[name]).vocab_size)
+    path = str(PRESETS[name].path) if source == "preset" else str(Path(name).expanduser()) if source == "local" else name
+    try:
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **_fetch_options(source))
     except LOAD_ERRORS as exc:
         raise LoadError(explain_load_error(name, source, exc)) from exc
 

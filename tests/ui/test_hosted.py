@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import threading
 
@@ -53,7 +54,7 @@ def test_hosted_mode_turns_on_on_a_space_by_env_or_flag():
     (dict(model="~/models/llama"), "is a local path"),
     (dict(trust_remote_code=True), "trust_remote_code is refused in hosted mode"),
     (dict(prompt=None, prompt_tokens=4097), "prompt_tokens=4097 is over this app's limit of 4096"),
-    (dict(prompt="word " * 4000), "this app takes prompts of up to 4096 tokens"),
+    (dict(prompt="word " * 5000), "the prompt is 5,002 tokens for stdlib-llama-tiny (25,000 characters); this app takes prompts of up to 4096 tokens"),
     (dict(new_tokens=513), "new_tokens=513 is over this app's limit of 512"),
     (dict(repeats=6), "repeats=6 is over this app's limit of 5"),
     (dict(warmup=6), "warmup=6 is over this app's limit of 5"),
@@ -61,7 +62,7 @@ def test_hosted_mode_turns_on_on_a_space_by_env_or_flag():
 ])
 def test_hosted_policy_names_the_rule_it_refuses(changes, words):
     config = RunConfig(prompt="hi").replace(**changes)
-    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(words)):
         HOSTED.check(config)
     HostingPolicy().check(config)  # the local app leaves these to the engine
 
@@ -69,7 +70,6 @@ def test_hosted_policy_names_the_rule_it_refuses(changes, words):
 def test_requests_at_the_limits_and_allowlisted_models_pass():
     HOSTED.check(RunConfig(prompt="hi", new_tokens=512, repeats=5, warmup=5, batch_size=4))
     HOSTED.check(RunConfig(prompt=None, prompt_tokens=4096))
-    HOSTED.check(RunConfig(model="Qwen/Qwen2.5-0.5B", prompt="hi"))
     pinned = HOSTED.replace(model_allowlist=("tiny-random-llama",))
     pinned.check(RunConfig(model=TINY, prompt="hi"))
     with pytest.raises(ConfigError, match="not on this app's allowlist .* choose one of tiny-random-llama"):
@@ -318,3 +318,33 @@ def test_the_forwarded_address_is_trusted_only_behind_the_space_proxy(monkeypatc
     assert events.client_address(request) == "10.9.9.9"
     monkeypatch.setenv("SPACE_ID", "me/playground")
     assert events.client_address(request) == "5.6.7.8"  # the hop the proxy added, not the one the client sent
+
+
+# ---- the prompt limit counts the model's tokens; run cost is bounded, not only sizes ---------------------
+
+@pytest.mark.parametrize("prompt, tokens", [("😀" * 400, "1,600 tokens"), ("é" * 300, "600 tokens"),
+                                            ("\x00" * 150, "150 tokens")])
+def test_the_prompt_limit_counts_the_models_own_tokens(prompt, tokens):
+    policy = HOSTED.replace(max_prompt_tokens=100)
+    with pytest.raises(ConfigError, match=f"the prompt is {tokens} for {TINY} .* up to 100 tokens"):
+        policy.check(RunConfig(model=TINY, prompt=prompt))  # a byte-level tokenizer: one token per UTF-8 byte
+    policy.check(RunConfig(model=TINY, prompt="😀" * 24))  # 96 tokens pass
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(model="qwen2.5-7b-shape", device="cpu"), "of cpu time here"),
+    (dict(model="llama-3.1-8b-shape", device="cpu", dtype="bf16"), "of cpu time here"),
+    (dict(model=TINY, device="cpu", cache_impl="static", compile="default"), "(compile, tiny-random-llama"),
+])
+def test_hosted_mode_bounds_what_a_run_costs_on_this_host(changes, words):
+    config = RunConfig(prompt="hi", new_tokens=64, repeats=1, warmup=1, **changes)
+    with pytest.raises(ConfigError, match=r"this run would take about [\d,]+ s .*allows 120 s a run "
+                                          r"\(PLAYGROUND_MAX_RUN_S\)"):
+        HOSTED.check(config)
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        HOSTED.check(config)
+    HostingPolicy().check(config)  # the local app trusts its user
+
+
+def test_a_small_model_on_a_cpu_is_within_the_cost_limit():
+    HOSTED.check(RunConfig(model=TINY, prompt="hi", device="cpu", new_tokens=512, repeats=5, warmup=5))
