@@ -7,6 +7,8 @@
 - SIGKILL during a run: on restart the store opens, every run finished before the kill is there, and
   the app serves again.
 - A corrupt store file: the app starts, says so on the page, and keeps the damaged file.
+- A save that fails (the history locked by another process for too long): the client still gets the
+  run with "not saved to the history: <reason>", and the next save stores it.
 - No HF token given to the server shows up in its logs, its page or its records.
 
 Everything is bounded by timeouts; the figures are printed in the "reliability figures" section.
@@ -242,4 +244,30 @@ def test_a_corrupt_store_is_kept_aside_and_the_app_says_so(tmp_path, figures):
         assert "moved aside" in client.predict(api_name="/history")["note"]
     finally:
         app.stop()
+    figures["faults survived"] = figures.get("faults survived", 0) + 1
+
+
+def test_a_run_whose_save_fails_is_returned_with_the_reason_and_saved_later(tmp_path, figures, monkeypatch):
+    """Another process holds the history's write lock for longer than a save waits: the client still gets
+    the run, told it was not saved, and the next save stores it."""
+    import sqlite3
+
+    from playground import store as store_module
+    from playground.ui import events
+    from playground.ui.api import make_endpoints
+
+    monkeypatch.setattr(store_module, "LOCK_WAIT_S", 0.3)
+    store = RunStore(tmp_path / STORE_NAME)
+    other = sqlite3.connect(tmp_path / STORE_NAME, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # in WAL mode: writers wait, readers go on
+    run_endpoint, _, history = make_endpoints(events.Playground(store, TINY))
+    final = list(run_endpoint("saved later", TINY, max_new_tokens=2, repeats=1, warmup=0))[-1]
+    assert final["state"] == "ok" and final["record"]["output_ids"]
+    assert final["message"] == "not saved to the history: database is locked"
+    assert "1 finished run(s) could not be saved yet" in history()["note"]
+    other.execute("ROLLBACK")
+    other.close()
+    list(run_endpoint("the next run", TINY, max_new_tokens=2, repeats=1, warmup=0))
+    assert [r["config"]["prompt"] for r in history()["runs"]] == ["the next run", "saved later"]
+    store.close()
     figures["faults survived"] = figures.get("faults survived", 0) + 1
