@@ -32,7 +32,7 @@ from playground.ui.settings import (LONG_PROMPT_TOKENS, SIDES, ColumnSettings, S
                                     comparisons, context_of, make_config)
 from playground.ui.streaming import Pane, run_sides
 
-MAX_CHART_RUNS = 8  # newest runs kept selected for the charts; more makes the bars unreadable
+MAX_CHART_RUNS = 10  # newest runs kept selected for the charts; more makes the bars unreadable
 EXPORT_DIR = Path(tempfile.gettempdir()) / "llm-speed-playground"
 HISTORY_COLUMNS = {  # record field -> column header (units in the header, numbers rounded)
     "run_id": "#", "created_at": "when (UTC)", "model": "model", "attn": "attention", "dtype_effective": "dtype",

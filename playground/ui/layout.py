@@ -58,11 +58,11 @@ def model_controls(default_model: str, policy: HostingPolicy) -> Components:
 
 
 def comparison_controls() -> tuple[dict[str, gr.Button], gr.Markdown]:
+    gr.Markdown("**One-click comparisons**", elem_classes="compare-title")
     with gr.Row(elem_classes="compare-row"):
-        gr.Markdown("**One-click comparisons:**")
         buttons = {name: gr.Button(name, size="sm", variant="secondary") for name in comparisons()}
     note = gr.Markdown("Pick one to set up A and B, then press **Run A vs B**. Mode *benchmark* generates exactly "
-                       "N tokens (EOS cannot end it early); *free* lets the model stop.")
+                       "N tokens (EOS cannot end it early); *free* lets the model stop.", elem_id="comparison-note")
     return buttons, note
 
 
@@ -79,11 +79,11 @@ def column_controls(side: str, default: ColumnSettings, policy: HostingPolicy) -
             cache_impl = gr.Dropdown(list(CACHE_IMPLS), value=default.cache_impl, label="cache impl", min_width=120)
         attn = gr.Dropdown(attention_choices(default.dtype), value=default.attn, label="attention implementation")
         with gr.Row():
-            dtype = gr.Dropdown(list(DTYPES), value=default.dtype, label="dtype", min_width=100)
-            compile_ = gr.Dropdown(compile_choices(policy), value=default.compile, label="torch.compile",
-                                   min_width=140)
+            dtype = gr.Dropdown(list(DTYPES), value=default.dtype, label="dtype", scale=2, min_width=90)
+            compile_ = gr.Dropdown(compile_choices(policy), value=default.compile, label="torch.compile", scale=3,
+                                   min_width=170)
         backend = gr.Dropdown(BACKEND_CHOICES, value=default.backend, label="backend")
-        note = gr.Markdown(elem_classes="side-note", padding=True)
+        note = gr.Markdown(elem_classes="side-note", padding=True, elem_id=f"note-{side}")
     return {f"{side}.use_cache": use_cache, f"{side}.cache_impl": cache_impl, f"{side}.attn": attn,
             f"{side}.dtype": dtype, f"{side}.compile": compile_, f"{side}.backend": backend, f"note_{side}": note}
 
@@ -92,16 +92,17 @@ def shared_controls(default: SharedSettings) -> Components:
     with gr.Group():
         with gr.Row():
             ready = gr.Dropdown(list(READY_PROMPTS), value=next(iter(READY_PROMPTS)), label="ready prompts", scale=3)
-            synthetic = gr.Checkbox(default.synthetic, label="synthetic", scale=2, min_width=120,
+            mode = gr.Dropdown(list(MODES), value=default.mode, label="mode", scale=2, min_width=150)
+        with gr.Row():
+            synthetic = gr.Checkbox(default.synthetic, label="synthetic prompt", min_width=150,
                                     info="random ids of an exact length")
             prompt_tokens = gr.Number(default.prompt_tokens, precision=0, minimum=1, label="synthetic tokens",
-                                      scale=2, min_width=120)
+                                      min_width=130)
         prompt = gr.Textbox(default.prompt, lines=2, max_lines=6, label="prompt")
         with gr.Row():
-            new_tokens = gr.Number(default.new_tokens, precision=0, minimum=1, label="max new tokens", min_width=110)
-            mode = gr.Dropdown(list(MODES), value=default.mode, label="mode", min_width=130)
-            repeats = gr.Number(default.repeats, precision=0, minimum=1, maximum=100, label="repeats", min_width=80)
-            warmup = gr.Number(default.warmup, precision=0, minimum=0, maximum=100, label="warm-up", min_width=80)
+            new_tokens = gr.Number(default.new_tokens, precision=0, minimum=1, label="max new tokens", min_width=130)
+            repeats = gr.Number(default.repeats, precision=0, minimum=1, maximum=100, label="repeats", min_width=90)
+            warmup = gr.Number(default.warmup, precision=0, minimum=0, maximum=100, label="warm-up", min_width=90)
     return {"ready_prompt": ready, "synthetic": synthetic, "prompt_tokens": prompt_tokens, "prompt": prompt,
             "new_tokens": new_tokens, "mode": mode, "repeats": repeats, "warmup": warmup}
 
@@ -132,14 +133,14 @@ def chart_views() -> Components:
     selection = gr.Dropdown([], value=[], multiselect=True, label="runs in the charts (newest first)",
                             info="or click rows in History below")
     timing = gr.Plot(label="Prefill and decode", elem_id="timing-chart", show_label=False)
-    with gr.Row():
-        latency = gr.Plot(label="Per-token latency", elem_id="latency-chart", show_label=False)
-        memory = gr.Plot(label="Memory", elem_id="memory-chart", show_label=False)
+    # full width each: ten runs' bars and value labels need the room
+    latency = gr.Plot(label="Per-token latency", elem_id="latency-chart", show_label=False)
+    memory = gr.Plot(label="Memory", elem_id="memory-chart", show_label=False)
     return {"selection": selection, "timing_chart": timing, "latency_chart": latency, "memory_chart": memory}
 
 
 def history_views() -> Components:
-    note = gr.Markdown()
+    note = gr.Markdown(elem_id="history-note")
     table = gr.Dataframe(interactive=False, wrap=False, max_height=360, elem_id="history")
     with gr.Row():
         csv = gr.DownloadButton("⬇ CSV", size="sm")
@@ -285,9 +286,9 @@ def build_demo(store: RunStore | None = None, default_model: str | None = None,
         buttons, ui["comparison_note"] = comparison_controls()
         with gr.Row(equal_height=False):
             for side in SIDES:
-                with gr.Column(scale=1, min_width=280):
+                with gr.Column(scale=2, min_width=290):
                     ui.update(column_controls(side, ColumnSettings(), policy))
-            with gr.Column(scale=2, min_width=420):
+            with gr.Column(scale=3, min_width=420):
                 ui.update(shared_controls(shared))
         ui.update(action_controls())
         ui.update(output_panes())

@@ -25,7 +25,11 @@ CSS = """
 .side { display: inline-flex; align-items: center; justify-content: center; min-width: 22px; height: 22px;
         border-radius: 6px; color: #fff; font-weight: 700; font-size: 13px; padding: 0 4px; }
 .side-A { background: #4f46e5; } .side-B { background: #f97316; }
-.compare-row button { font-size: 13px !important; }
+.compare-title p { margin: 0 !important; }
+.compare-row { flex-wrap: wrap !important; gap: 8px !important; }
+.compare-row button { font-size: 13px !important; flex: 1 1 auto !important; min-width: fit-content !important;
+                      white-space: nowrap; }
+.secondary-wrap input { text-overflow: ellipsis; }  /* a long choice ends in "…" instead of under the arrow */
 #run-status p { margin: 0; font-size: 14px; }
 
 .pane { border: 1px solid var(--border-color-primary); border-radius: 12px; padding: 12px 14px;

@@ -1,7 +1,8 @@
-"""The page in a real headless Chromium: click Run A vs B, both panes fill, the charts draw.
+"""The page in a real headless Chromium, on the default model: Run A vs B fills panes and charts, and every
+one-click comparison either finishes ok or, where this host cannot run it, says why before Run.
 
-Set PLAYGROUND_SCREENSHOTS=1 to also refresh assets/screenshot.png (desktop) and
-assets/screenshot-laptop.png.
+Set PLAYGROUND_SCREENSHOTS=1 to also refresh assets/screenshot.png (1440x900) and
+assets/screenshot-laptop.png (1024x768).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
+RUN_S = 300  # the slowest comparison here, torch.compile on a 2-core CPU, compiles for about 30 s
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists(),
@@ -32,31 +34,86 @@ def browser():
         b.close()
 
 
-def _run_and_wait(page, url: str) -> None:
-    page.goto(url)
+@pytest.fixture(scope="module")
+def default_app(tmp_path_factory):
+    """The real app on the default model (what a newcomer sees), with its own empty store; yields (demo, store)."""
+    from playground.store import RunStore
+    from playground.ui import build_demo, launch
+
+    store = RunStore(tmp_path_factory.mktemp("browser-data") / "runs.sqlite3")
+    demo = build_demo(store=store)
+    launch(demo, prevent_thread_lock=True, quiet=True)
+    yield demo, store
+    demo.close()
+    store.close()
+
+
+def _run_and_wait(page, runs_before: int) -> None:
+    """Press Run A vs B and wait until both sides are in the history, then for both panes and the charts."""
     page.get_by_role("button", name="Run A vs B").click()
+    page.wait_for_function(f"() => document.querySelector('#history-note').innerText.startsWith('{runs_before + 2} run(s)')",
+                           timeout=RUN_S * 1000)
     for side in "AB":  # each pane reaches ok with tokens shown
-        page.wait_for_selector(f"#pane-{side} .pane.state-ok", timeout=120_000)
+        page.wait_for_selector(f"#pane-{side} .pane.state-ok", timeout=30_000)
         assert int(page.get_attribute(f"#pane-{side} .pane", "data-tokens")) > 0
     page.wait_for_selector("#timing-chart .js-plotly-plot .bars path", timeout=60_000)
     page.wait_for_selector("#latency-chart .js-plotly-plot .scatterlayer path", timeout=60_000)
 
 
-def test_run_a_vs_b_fills_panes_and_charts(launched, browser, tmp_path):
-    demo, _ = launched
+def _set_number(page, label: str, value: int) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def test_every_one_click_comparison_finishes_or_says_before_run_why_it_cannot(default_app, browser):
+    from playground.ui.settings import comparisons
+
+    demo, store = default_app
     page = browser.new_page(viewport={"width": 1440, "height": 900})
-    _run_and_wait(page, demo.local_url)
+    page.goto(demo.local_url)
+    refused = []
+    for name in comparisons():
+        page.get_by_role("button", name=name, exact=True).click()
+        note = page.locator("#comparison-note")
+        page.wait_for_function("(n) => document.querySelector('#comparison-note').innerText.includes(n)", arg=name)
+        if "cannot run on this host" in note.inner_text():  # say so before Run, in the column too
+            side = note.inner_text().split(" cannot run on this host")[0][-1]
+            page.wait_for_function(f"() => document.querySelector('#note-{side}').innerText.includes('cannot run here')")
+            refused.append(name)
+            continue
+        _set_number(page, "max new tokens", 8)  # a short run; each comparison keeps its prompt and columns
+        _set_number(page, "repeats", 1)
+        page.wait_for_function("() => ['A', 'B'].every(s => document.querySelector('#note-' + s).innerText.includes('runs as'))",
+                               timeout=10_000)
+        _run_and_wait(page, len(store.records()))
+    from playground import capabilities
+
+    assert refused == ([] if capabilities.host().cuda else ["Attention: sdpa vs flash_attention_2 (long context)"])
+    page.close()
+
+
+def test_run_a_vs_b_fills_panes_and_charts(default_app, browser, tmp_path):
+    demo, store = default_app
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(demo.local_url)
+    name = "dtype: fp32 vs bf16"  # different rounding: the tokens may differ, which the panes then mark
+    page.get_by_role("button", name=name, exact=True).click()
+    page.wait_for_function("(n) => document.querySelector('#comparison-note').innerText.includes(n)", arg=name)
+    _set_number(page, "repeats", 2)
+    _run_and_wait(page, len(store.records()))
     text = page.inner_text("#pane-A .tokens")
     assert text.strip(), "pane A shows the generated text"
     assert "TTFT" in page.inner_text("#metrics") and "tok/s" in page.inner_text("#metrics")
-    shot = ASSETS / "screenshot.png" if os.environ.get("PLAYGROUND_SCREENSHOTS") else tmp_path / "screenshot.png"
+    assert page.inner_text("#pane-B .pane-head .cfg").startswith("transformers: sdpa · bf16")
+    screenshots = os.environ.get("PLAYGROUND_SCREENSHOTS")
+    shot = ASSETS / "screenshot.png" if screenshots else tmp_path / "screenshot.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
-    if os.environ.get("PLAYGROUND_SCREENSHOTS"):
-        page.set_viewport_size({"width": 1280, "height": 800})
+    page.set_viewport_size({"width": 1024, "height": 768})  # a small laptop: the B-vs-A column stays on screen
+    page.wait_for_timeout(500)
+    if screenshots:
         page.screenshot(path=str(ASSETS / "screenshot-laptop.png"), full_page=True)
-    page.set_viewport_size({"width": 1024, "height": 800})  # a small laptop: the B-vs-A column stays on screen
-    page.wait_for_timeout(300)
     right = page.evaluate("() => document.querySelector('#metrics table.metrics').getBoundingClientRect().right")
     assert right <= page.viewport_size["width"], "the metrics table runs off the page: kernel names must wrap"
     page.close()
