@@ -33,7 +33,7 @@ import torch
 from transformers import CompileConfig, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from playground import capabilities, kernels, memory
+from playground import capabilities, kernels, memory, roofline
 from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
 from playground.fast import fast_generate, unsupported_reason
@@ -46,11 +46,28 @@ from playground.record import RunRecord, environment
 PROFILE_NEW_TOKENS = 9  # one prefill step and eight decode steps are enough to name the kernels
 POLL_S = 0.02  # how often the consumer picks up tokens; timings are taken in the generate thread
 LOAD_POLL_S = 0.5  # how often a long load reports progress
+RSS_SAMPLE_S = 0.005  # CPU memory sampling period: a psutil read costs about 20 µs
 DEVICE_LOCK = threading.Lock()
 # All device work runs on this one thread: CUDA graphs captured by torch.compile (reduce-overhead)
 # belong to the thread that recorded them, and the profiler wants one thread too.
 DEVICE_THREAD = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="device")
 log = logging.getLogger("playground")
+
+
+def _init_profiler_on_main_thread() -> None:
+    """Start torch's profiler once on the thread that imported torch, before any profiled pass.
+
+    Kineto binds its client to that thread; first started on the device thread instead, it prints
+    "ERROR: External init callback must run in same thread as registerClient", which reads like a
+    failed run. Started here first, it stays quiet. The cost (about 1.5 s on a small CPU) is the
+    profiler's one-time start, which the first profiled pass would otherwise pay.
+    """
+    if threading.current_thread() is threading.main_thread():
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            pass
+
+
+_init_profiler_on_main_thread()
 
 
 @dataclass(frozen=True)
@@ -208,10 +225,37 @@ def _cache_bytes(cache) -> int:
                for v in vars(layer).values() if isinstance(v, torch.Tensor))
 
 
-def _memory_bytes(device: str) -> int:
-    if device == "cuda":
-        return torch.cuda.max_memory_allocated()
-    return psutil.Process().memory_info().rss
+class _RssGrowth:
+    """Peak growth of the process's RSS while the block runs, sampled every RSS_SAMPLE_S on a side thread.
+
+    A CPU has no counter like CUDA's max_memory_allocated, and the whole RSS grows over a session
+    (libraries, earlier models, allocator slack), so later runs would look bigger. The growth from the
+    block's start is what this call added: KV cache, activations, logits.
+    """
+
+    def __init__(self) -> None:
+        self.process = psutil.Process()
+        self.peak = self.start = 0
+        self.done = threading.Event()
+
+    def _sample(self) -> None:
+        while not self.done.wait(RSS_SAMPLE_S):
+            self.peak = max(self.peak, self.process.memory_info().rss)
+
+    def __enter__(self) -> _RssGrowth:
+        self.peak = self.start = self.process.memory_info().rss
+        self.sampler = threading.Thread(target=self._sample, daemon=True)
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.sampler.join()
+        self.peak = max(self.peak, self.process.memory_info().rss)
+
+    @property
+    def growth_bytes(self) -> int:
+        return self.peak - self.start
 
 
 def _generate_kwargs(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int) -> dict[str, Any]:
@@ -262,7 +306,8 @@ def _generate_on_device(generate_fn, kwargs: dict[str, Any], config: RunConfig, 
     torch.manual_seed(config.seed)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    with torch.inference_mode(), _sdpa_context(config.sdpa_backend):
+    rss = _RssGrowth() if device == "cpu" else contextlib.nullcontext()
+    with rss, torch.inference_mode(), _sdpa_context(config.sdpa_backend):
         result["inference_mode"] = torch.is_inference_mode_enabled()
         synchronize(device)
         result["call_start"] = time.perf_counter()
@@ -278,7 +323,8 @@ def _generate_on_device(generate_fn, kwargs: dict[str, Any], config: RunConfig, 
         synchronize(device)
         result["end"] = time.perf_counter()
     result["kv"] = _cache_bytes(out.past_key_values)
-    result["mem"] = _memory_bytes(device)
+    # what the call used beyond the weights: CUDA's peak counts them, the RSS growth does not
+    result["mem"] = torch.cuda.max_memory_allocated() if device == "cuda" else rss.growth_bytes
     return result
 
 
@@ -383,8 +429,12 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
     record.cold_ttft_ms, record.cold_e2e_ms = cold.timing.ttft_ms, cold.timing.e2e_ms
     if config.compile != "off":
         record.compile_s = max(0.0, cold.timing.e2e_ms - e2e.mean) / 1e3
-    record.peak_mem_mb = max(p.peak_mem_bytes for p in steady) / 2**20
-    record.peak_mem_kind = "cuda_max_allocated" if lm.device == "cuda" else "process_rss"
+    record.weights_mb = lm.param_bytes / 2**20
+    if lm.device == "cuda":
+        record.peak_mem_mb, record.peak_mem_kind = max(p.peak_mem_bytes for p in steady) / 2**20, "cuda_max_allocated"
+    else:
+        record.peak_mem_mb = (lm.param_bytes + max(p.peak_mem_bytes for p in steady)) / 2**20
+        record.peak_mem_kind = "weights_plus_rss_growth"
     record.inference_mode = all(p.inference_mode for p in steady)
     record.model_training = lm.model.training
     record.kv_cache_mb = steady[-1].kv_cache_bytes / 2**20
@@ -397,10 +447,19 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
         record.prefill_tflop_s = flops / (record.ttft_ms / 1e3) / 1e12
     bandwidth = memory_bandwidth_gb_s() if lm.device == "cuda" else None
     if bandwidth and record.decode_tok_s:
-        bytes_per_step = lm.param_bytes + steady[-1].kv_cache_bytes
-        record.bandwidth_gb_s = bandwidth
-        record.roofline_tok_s = bandwidth * 1e9 / bytes_per_step
-        record.bandwidth_roofline_pct = 100 * record.decode_tok_s / record.roofline_tok_s
+        _fill_roofline(record, config, lm, bandwidth, steady[-1].kv_cache_bytes)
+
+
+def _fill_roofline(record: RunRecord, config: RunConfig, lm: LoadedModel, bandwidth: float, kv_held: int) -> None:
+    kind = roofline.kv_read(config.use_cache, config.cache_impl, config.backend, config.attn)
+    per_token = memory.kv_cache_bytes(lm.model.config, 1, config.batch_size, record.dtype_effective)
+    step = roofline.step_bytes(roofline.decode_weight_bytes(lm.model), kind, per_token, record.prompt_tokens,
+                               record.tokens_generated, kv_held)
+    record.bandwidth_gb_s = bandwidth
+    record.roofline_weight_mb, record.roofline_kv_mb, record.roofline_kv_read = (
+        step.weights / 2**20, step.kv / 2**20, step.kv_read)
+    record.roofline_tok_s = roofline.roofline_tok_s(bandwidth, step)
+    record.bandwidth_roofline_pct = 100 * record.decode_tok_s / record.roofline_tok_s
 
 
 def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) -> None:

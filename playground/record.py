@@ -66,12 +66,16 @@ class RunRecord:
     compile_s: float | None = None
     # memory and hardware use
     peak_mem_mb: float | None = None
-    peak_mem_kind: str | None = None  # cuda_max_allocated | process_rss
+    peak_mem_kind: str | None = None  # cuda_max_allocated | weights_plus_rss_growth (CPU)
+    weights_mb: float | None = None  # parameter bytes held on the device
     kv_cache_mb: float | None = None
     gpu_busy_pct: float | None = None
     bandwidth_gb_s: float | None = None
     roofline_tok_s: float | None = None
     bandwidth_roofline_pct: float | None = None
+    roofline_weight_mb: float | None = None  # weights one decode step reads (playground.roofline)
+    roofline_kv_mb: float | None = None  # KV-cache bytes one decode step reads, on average
+    roofline_kv_read: str | None = None  # filled | allocated | none: which part of the cache attention reads
     prefill_tflop_s: float | None = None  # useful prefill FLOPs (metrics.prefill_flops) per second of TTFT
     # proof
     attn_kernels: dict[str, list[str]] = field(default_factory=dict)

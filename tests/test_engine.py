@@ -200,3 +200,28 @@ def test_fast_backend_streams_the_same_greedy_tokens_as_transformers():
 def test_fast_backend_refuses_what_it_cannot_run():
     record = run(RunConfig(backend="fast", prompt="x", cache_impl="static", compile="default", **TINY))
     assert record.status == "invalid" and "backend=fast cannot run this" in record.reason
+
+
+def test_cpu_peak_memory_does_not_drift_with_what_the_process_already_holds():
+    config = RunConfig(prompt_tokens=32, **dict(TINY, repeats=1, profile_kernels=False))
+    first = run(config)
+    ballast = bytearray(300 * 2**20)  # the process grows by 300 MB between two identical runs
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    second = run(config)
+    assert first.peak_mem_kind == second.peak_mem_kind == "weights_plus_rss_growth"
+    assert second.peak_mem_mb >= second.weights_mb > 0
+    assert abs(second.peak_mem_mb - first.peak_mem_mb) < 100, (first.peak_mem_mb, second.peak_mem_mb)
+    del ballast
+
+
+def test_a_profiled_run_prints_no_profiler_error(tmp_path):
+    """Kineto's "External init callback must run in same thread" reads like a failure to a user."""
+    import subprocess
+    import sys
+
+    code = ("from playground.config import RunConfig; from playground.engine import run; "
+            "r = run(RunConfig(model='tiny-random-llama', device='cpu', prompt_tokens=8, new_tokens=4, repeats=1, "
+            "warmup=0)); print(r.status, sorted(r.attn_families))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("ok ['decode', 'prefill']"), out.stdout + out.stderr
+    assert "ERROR" not in out.stderr, out.stderr
