@@ -18,8 +18,9 @@ ROW_FIELDS = (
     "dtype_effective", "compile", "compiled", "device", "device_effective", "batch_size", "prompt_tokens",
     "new_tokens", "tokens_generated", "mode", "repeats", "warmup", "status", "reason", "ttft_ms", "ttft_ms_std",
     "decode_tok_s", "decode_tok_s_std", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "e2e_ms", "e2e_ms_std",
-    "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "peak_mem_mb", "kv_cache_mb", "gpu_busy_pct",
-    "bandwidth_gb_s", "roofline_tok_s", "bandwidth_roofline_pct", "prefill_tflop_s", "fallback", "random_weights",
+    "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "peak_mem_mb", "peak_mem_kind", "weights_mb", "kv_cache_mb",
+    "gpu_busy_pct", "bandwidth_gb_s", "roofline_weight_mb", "roofline_kv_mb", "roofline_kv_read", "roofline_tok_s",
+    "bandwidth_roofline_pct", "prefill_tflop_s", "fallback", "random_weights",
 )
 JSON_EXTRA = ("attn_kernels", "attn_families", "decode_top_kernels", "output_ids", "env", "config")
 

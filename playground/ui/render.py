@@ -110,7 +110,8 @@ def empty_pane(side: str) -> str:
 
 # ---- results -----------------------------------------------------------------------------------
 
-MEMORY_KINDS = {"cuda_max_allocated": "CUDA max allocated", "process_rss": "process RSS"}
+MEMORY_KINDS = {"cuda_max_allocated": "CUDA max allocated", "weights_plus_rss_growth": "weights + RSS growth",
+                "process_rss": "process RSS"}
 
 
 def _memory(rec: RunRecord) -> str:
