@@ -43,6 +43,7 @@ class Row:
     decode_tok_s: float | None = None
     decode_tok_s_std: float | None = None
     roofline_pct: float | None = None
+    roofline_kv_read: str | None = None  # filled | allocated: which part of the KV cache the roofline counts
     gpu_busy_pct: float | None = None
     cold_start_s: float | None = None
     ratio: float | None = None
@@ -61,6 +62,7 @@ def measure(config: RunConfig) -> Row:
         return row
     row.decode_tok_s, row.decode_tok_s_std = record.decode_tok_s, record.decode_tok_s_std
     row.roofline_pct, row.cold_start_s, row.ids = record.bandwidth_roofline_pct, record.compile_s, record.output_ids
+    row.roofline_kv_read = record.roofline_kv_read
     row.top_kernels, row.gpu_busy_pct = record.decode_top_kernels, record.gpu_busy_pct
     if config.backend == "fast":
         decode_kernels = ", ".join(record.attn_families.get("decode", [])) or "not profiled"

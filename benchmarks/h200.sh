@@ -28,13 +28,13 @@ proof)  # every attention path in fp16/bf16, cache on/off, and static cache + co
 overhead)  # engine vs bare model.generate, same model object, alternating rounds
   python3 -m benchmarks.engine_overhead --model llama-3.2-1b-shape --attn eager,sdpa --prompt-tokens 512 \
         --new-tokens 128 --rounds 11 --output "$out/engine_overhead.json" 2>&1 | tee "$out/engine_overhead.txt" ;;
-fast)  # the issue's targets: the fast backend (flash-decoding) against transformers' best, same weights, one run
+fast)  # the headline rows: the fast backend (flash-decoding) against transformers' best, same weights, one run
   python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape,llama-3.1-8b-shape --fast-attn flash_attention_2 \
         --output "$out/fast_decode.json" 2>&1 | tee "$out/fast_decode.txt" ;;
 fast-1b)  # the 1B shape alone, the fast decoder's attention as SDPA over the masked cache and as flash-decoding
   python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape --fast-attn sdpa,flash_attention_2 \
         --output "$out/fast_decode_1b.json" 2>&1 | tee "$out/fast_decode_1b.txt" ;;
-fast-8b)  # the 8B shape alone, with flash-decoding (its SDPA row: results/h200/session3/fast_decode_8b.txt)
+fast-8b)  # the 8B shape alone, with flash-decoding (its SDPA row: results/h200/2026-12-02-article-8b-and-proof/fast_decode_8b.txt)
   python3 -m benchmarks.fast_decode --model llama-3.1-8b-shape --fast-attn flash_attention_2 \
         --output "$out/fast_decode_8b.json" 2>&1 | tee "$out/fast_decode_8b.txt" ;;
 article-1b)  # the article's levers on the Llama-3.2-1B shape

@@ -58,7 +58,7 @@ def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:
     Programmatic dependent launch (Hopper and newer; inductor ignores it elsewhere) lets each
     Triton kernel start while the previous one drains, waiting only before it reads that one's
     output. A batch-1 step is about 230 small kernels, so the drain gaps add up: on the H200 a
-    Llama-3.2-1B-shape step ran about 4% faster with it (results/h200/session5). Numerics do not
+    Llama-3.2-1B-shape step ran about 4% faster with it (results/h200/2026-12-03-fast-pdl-argmax). Numerics do not
     change. Inductor leaves it off by default and reads `TORCHINDUCTOR_ENABLE_PDL` ("1" is on);
     here it is on unless that variable is set to anything else.
     """
