@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from playground.store import data_dir
+from playground.store import data_path
 
 BANDWIDTH_FILE = "bandwidth.json"
 
@@ -41,12 +41,16 @@ def memory_bandwidth_gb_s() -> float | None:
     if not torch.cuda.is_available():
         return None
     name = torch.cuda.get_device_name(0)
-    path = data_dir() / BANDWIDTH_FILE
+    path = data_path() / BANDWIDTH_FILE
     try:
         known = json.loads(path.read_text())
     except (OSError, ValueError):
         known = {}
     if name not in known:
         known[name] = round(_copy_bandwidth_gb_s(), 1)
-        path.write_text(json.dumps(known, indent=1))
+        try:  # an unwritable data directory only costs a re-measurement next time
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(known, indent=1))
+        except OSError:
+            pass
     return float(known[name])
