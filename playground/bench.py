@@ -17,17 +17,17 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterable
 
-from playground.config import (ATTENTIONS, BACKENDS, CACHE_IMPLS, COMPILE_MODES, DEVICES, DTYPES, MAX_BATCH_SIZE,
-                               MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, MAX_REPEATS, MODES, ConfigError, RunConfig)
+from playground.config import SETTINGS, ConfigError, RunConfig, Setting
 from playground.presets import DEFAULT_MODEL, PRESETS
 from playground.printers import PRINTERS, to_jsonl
-from playground.record import RunRecord
+from playground.record import SETTING_FIELDS, RunRecord
 
 DEFAULT_PROMPT = "The quick brown fox"  # parsed like a typed --prompt, so it meets the same rule
+BENCH_DEFAULTS = {"new_tokens": 128}  # a sweep measures more decode steps than an interactive run
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT
-# Swept fields in loop order, slowest first: load-time settings outermost.
-SWEPT = ("model", "device", "dtype", "attn", "backend", "use_cache", "cache_impl", "compile", "prompt_tokens",
-         "new_tokens", "batch_size")
+# Swept fields in loop order, slowest first: load-time settings outermost, so the loaded model is reused.
+SWEPT = tuple(sorted((name for name, s in SETTINGS.items() if s.sweep), key=lambda name: not SETTINGS[name].load))
+SINGLE = tuple(name for name in SETTINGS if name not in SWEPT and name != "prompt")  # one value for every run
 
 
 def _list_of(parse: Callable[[str], object], choices: Iterable[str] | None = None):
@@ -59,11 +59,13 @@ def _on_off(text: str) -> bool:
     return {"on": True, "off": False}[text]
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(f"{text} is not a positive whole number")
-    return value
+def _whole_from(low: int) -> Callable[[str], int]:
+    def whole(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise ValueError(f"{text} is below {low}")
+        return value
+    return whole
 
 
 def _prompt(text: str) -> str:
@@ -74,6 +76,26 @@ def _prompt(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _option(setting: Setting) -> tuple[str, dict]:
+    """A setting's CLI option: its flag and add_argument keywords, the allowed values and default in its help."""
+    default = BENCH_DEFAULTS.get(setting.name, setting.default)
+    choices = ON_OFF if setting.type is bool else setting.choices
+    parse = {bool: _on_off, float: float}.get(setting.type) or (_whole_from(setting.bounds[0]) if setting.bounds else str)
+    if setting.type is bool:
+        default = "on" if default else "off"
+    if setting.sweep:  # a comma-separated list, parsed from the default's text too
+        allowed = f"whole numbers from {setting.bounds[0]} to {setting.bounds[1]}" if setting.bounds else ""
+        help = f"{setting.help}; {_one_of(choices)}" if choices else ", ".join(
+            filter(None, [f"comma-separated {setting.help}", allowed]))
+        kwargs = dict(type=_list_of(parse, choices), default=None if default is None else str(default))
+    else:
+        allowed = f", {setting.bounds[0]} to {setting.bounds[1]}" if setting.bounds else ""
+        help = (f"one of: {', '.join(choices)}; " if choices else "") + setting.help + allowed
+        kwargs = dict(type=parse, default=default, **(dict(choices=choices) if choices else {}))
+    flag = (setting.flag or setting.name).replace("_", "-")
+    return f"--{flag}", dict(dest=setting.name, metavar=flag.upper().replace("-", "_"), help=help, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m playground", description="LLM Speed Playground command line")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -81,36 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="measure the Cartesian product of the given settings",
                        description="Every list option is swept: the runs are the Cartesian product of the lists.",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    b.add_argument("--model", type=_list_of(str), default=DEFAULT_MODEL,
-                   help=f"comma-separated presets ({', '.join(PRESETS)}), Hugging Face ids or local directories")
-    b.add_argument("--attn", type=_list_of(str, ATTENTIONS), default="sdpa",
-                   help=f"attention implementation; {_one_of(ATTENTIONS)}")
-    b.add_argument("--backend", type=_list_of(str, BACKENDS), default="transformers",
-                   help=f"transformers generate, or the fast static-cache decoder; {_one_of(BACKENDS)}")
-    b.add_argument("--cache", type=_list_of(_on_off, ON_OFF), default="on", help=f"KV cache; {_one_of(ON_OFF)}")
-    b.add_argument("--cache-impl", type=_list_of(str, CACHE_IMPLS), default="dynamic",
-                   help=f"KV cache layout; {_one_of(CACHE_IMPLS)}")
-    b.add_argument("--dtype", type=_list_of(str, DTYPES), default="auto", help=f"weight dtype; {_one_of(DTYPES)}")
-    b.add_argument("--compile", type=_list_of(str, COMPILE_MODES), default="off",
-                   help=f"torch.compile mode; {_one_of(COMPILE_MODES)}")
     prompt = b.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", type=_prompt, default=DEFAULT_PROMPT,
                         help="prompt text, not empty (one prompt; use --prompt-tokens to sweep lengths)")
-    prompt.add_argument("--prompt-tokens", type=_list_of(_positive_int),
-                        help=f"comma-separated synthetic prompt lengths, whole numbers from 1 to {MAX_PROMPT_TOKENS}, "
-                             "instead of --prompt")
-    b.add_argument("--new-tokens", type=_list_of(_positive_int), default="128",
-                   help=f"comma-separated tokens to generate, whole numbers from 1 to {MAX_NEW_TOKENS}")
-    b.add_argument("--batch-size", type=_list_of(_positive_int), default="1",
-                   help=f"comma-separated batch sizes, whole numbers from 1 to {MAX_BATCH_SIZE}")
-    b.add_argument("--device", type=_list_of(str, DEVICES), default="auto", help=_one_of(DEVICES))
-    b.add_argument("--mode", choices=MODES, default="benchmark",
-                   help=f"one of: {', '.join(MODES)}; benchmark: exactly N tokens; free: EOS may end")
-    b.add_argument("--repeats", type=_positive_int, default=3,
-                   help=f"measured passes per run, 1 to {MAX_REPEATS}; results are mean ± stddev")
-    b.add_argument("--warmup", type=int, default=1, help=f"unmeasured passes first, 0 to {MAX_REPEATS}")
-    b.add_argument("--seed", type=int, default=0, help="random seed for sampling and synthetic prompts")
-    b.add_argument("--temperature", type=float, default=0.0, help="sampling temperature from 0 (greedy) to 10")
+    for name, setting in SETTINGS.items():
+        if name != "prompt":
+            flag, kwargs = _option(setting)
+            (prompt if name == "prompt_tokens" else b).add_argument(flag, **kwargs)
     b.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a hub model")
     b.add_argument("--no-profile", action="store_true", help="skip the profiled pass that names the kernels")
     b.add_argument("--no-store", action="store_true", help="do not add the runs to the history store")
@@ -134,15 +133,9 @@ def check_output(parser: argparse.ArgumentParser, output: Path | None) -> None:
 
 def run_set(args: argparse.Namespace) -> list[dict]:
     """The Cartesian product of the swept options, as RunConfig keyword sets."""
-    lists = {
-        "model": args.model, "device": args.device, "dtype": args.dtype, "attn": args.attn, "backend": args.backend,
-        "use_cache": args.cache, "cache_impl": args.cache_impl, "compile": args.compile,
-        "prompt_tokens": args.prompt_tokens or [None], "new_tokens": args.new_tokens, "batch_size": args.batch_size,
-    }
-    fixed = dict(prompt=args.prompt,
-                 mode=args.mode, repeats=args.repeats, warmup=args.warmup, seed=args.seed,
-                 temperature=args.temperature, trust_remote_code=args.trust_remote_code,
-                 profile_kernels=not args.no_profile)
+    lists = {name: getattr(args, name) or [None] for name in SWEPT}  # None: no --prompt-tokens, the text prompt
+    fixed = dict(prompt=args.prompt, **{name: getattr(args, name) for name in SINGLE},
+                 trust_remote_code=args.trust_remote_code, profile_kernels=not args.no_profile)
     combos = []
     for values in itertools.product(*(lists[name] for name in SWEPT)):
         combo = {**fixed, **dict(zip(SWEPT, values))}
@@ -153,9 +146,7 @@ def run_set(args: argparse.Namespace) -> list[dict]:
 
 
 def invalid_record(fields: dict, reason: str) -> RunRecord:
-    keep = ("model", "backend", "attn", "use_cache", "cache_impl", "dtype", "compile", "device", "batch_size",
-            "prompt_tokens", "new_tokens", "mode", "repeats", "warmup")
-    return RunRecord(**{k: fields[k] for k in keep}, status="invalid", reason=reason, config=fields)
+    return RunRecord(**{k: fields[k] for k in SETTING_FIELDS}, status="invalid", reason=reason, config=fields)
 
 
 def run_bench(args: argparse.Namespace, records: list[RunRecord]) -> None:

@@ -5,13 +5,20 @@ warm-up, flash kernels in fp32, ...) and never rewrites a request: anything that
 error that names the field and says why. Checks that need the host (is there a GPU, is flash-attn
 installed) live in `playground.capabilities`; checks that need the loaded model (context length)
 live in the engine.
+
+Each field a user sets carries its `Setting` (label, help, choices, bounds, default): the UI controls, the
+API parameters, the CLI options and the printers' columns are generated from `SETTINGS`, and every
+default lives here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Any
+
+from playground.presets import DEFAULT_MODEL
 
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 ATTENTIONS = (
@@ -51,24 +58,64 @@ def _is_int(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """How one RunConfig field is asked for and shown. The UI controls, the API parameters, the CLI options and
+    the printers' settings columns are all built from these, so a new lever is one field here."""
+
+    label: str  # the UI control's label
+    help: str  # what it changes, for the CLI's --help
+    choices: tuple[str, ...] = ()  # the allowed values; empty: text, a number or true/false
+    bounds: tuple[int, int] | None = None  # a whole number's lowest and highest allowed value
+    side: bool = False  # set per side, so A and B can differ; else shared by both sides
+    sweep: bool = False  # the CLI takes a comma-separated list and sweeps it
+    load: bool = False  # changing it reloads the model, so a sweep changes it least often
+    column: str = ""  # its header in the settings columns of a results table; "": not shown there
+    effective: bool = False  # the columns show what ran (`<name>_effective` of the record), not what was asked
+    flag: str = ""  # the CLI option's name where it is not the field's (--cache for use_cache)
+    api: str = ""  # the API parameter's name where it is not the field's
+    choice_labels: dict[str, str] = field(default_factory=dict)  # UI wording of a choice, where plain is unclear
+    name: str = ""  # filled from the field, with its default and type
+    default: Any = None
+    type: Any = None
+
+
+def _setting(default: Any, label: str, help: str, **options: Any) -> Any:
+    return field(default=default, metadata={"setting": Setting(label, help, **options)})
+
+
+@dataclass(frozen=True)
 class RunConfig:
-    model: str = "stdlib-llama-tiny"
-    backend: str = "transformers"
-    dtype: str = "auto"
-    attn: str = "sdpa"
-    use_cache: bool = True
-    cache_impl: str = "dynamic"
-    compile: str = "off"
-    prompt: str | None = None
-    prompt_tokens: int | None = None
-    new_tokens: int = 64
-    mode: str = "benchmark"
-    batch_size: int = 1
-    temperature: float = 0.0
-    seed: int = 0
-    repeats: int = 3
-    warmup: int = 1
-    device: str = "auto"
+    model: str = _setting(DEFAULT_MODEL, "Model", "presets (see `python -m playground models`), Hugging Face ids or "
+                          "local directories",
+                          sweep=True, load=True, column="model")
+    backend: str = _setting("transformers", "backend", "transformers generate, or the fast static-cache decoder",
+                            choices=BACKENDS, side=True, sweep=True, column="backend",
+                            choice_labels={"transformers": "transformers generate", "fast": "fast: static cache + "
+                                           "compiled decode step (Llama-family; sdpa or flash_attention_2)"})
+    dtype: str = _setting("auto", "dtype", "weight dtype", choices=DTYPES, side=True, sweep=True, load=True,
+                          column="dtype", effective=True)
+    attn: str = _setting("sdpa", "attention implementation", "attention implementation", choices=ATTENTIONS,
+                         side=True, sweep=True, load=True, column="attn")
+    use_cache: bool = _setting(True, "KV cache", "KV cache", side=True, sweep=True, column="cache", flag="cache")
+    cache_impl: str = _setting("dynamic", "cache impl", "KV cache layout", choices=CACHE_IMPLS, side=True,
+                               sweep=True, column="cache impl")
+    compile: str = _setting("off", "torch.compile", "torch.compile mode", choices=COMPILE_MODES, side=True,
+                            sweep=True, column="compile")
+    prompt: str | None = _setting(None, "prompt", "prompt text")
+    prompt_tokens: int | None = _setting(None, "synthetic tokens", "synthetic prompt lengths",
+                                         bounds=(1, MAX_PROMPT_TOKENS), sweep=True, column="prompt")
+    new_tokens: int = _setting(64, "max new tokens", "tokens to generate", bounds=(1, MAX_NEW_TOKENS), sweep=True,
+                               column="new", api="max_new_tokens")
+    mode: str = _setting("benchmark", "mode", "benchmark: exactly N tokens; free: EOS may end", choices=MODES)
+    batch_size: int = _setting(1, "batch size", "batch sizes", bounds=(1, MAX_BATCH_SIZE), sweep=True,
+                               column="batch")
+    temperature: float = _setting(0.0, "temperature", "sampling temperature from 0 (greedy) to 10")
+    seed: int = _setting(0, "seed", "random seed for sampling and synthetic prompts", bounds=(0, 2**63 - 1))
+    repeats: int = _setting(3, "repeats", "measured passes per run; results are mean ± stddev",
+                            bounds=(1, MAX_REPEATS))
+    warmup: int = _setting(1, "warm-up", "unmeasured passes first", bounds=(0, MAX_REPEATS))
+    device: str = _setting("auto", "device", "where to run", choices=DEVICES, sweep=True, load=True,
+                           column="device", effective=True)
     trust_remote_code: bool = False
     profile_kernels: bool = True
     label: str = field(default="", compare=False)
@@ -78,37 +125,26 @@ class RunConfig:
             check()
 
     def _check_choices(self) -> None:
-        for name, allowed in (
-            ("dtype", DTYPES),
-            ("attn", ATTENTIONS),
-            ("cache_impl", CACHE_IMPLS),
-            ("compile", COMPILE_MODES),
-            ("device", DEVICES),
-            ("mode", MODES),
-            ("backend", BACKENDS),
-        ):
+        for name, setting in SETTINGS.items():
             value = getattr(self, name)
-            if value not in allowed:
-                raise ConfigError(f"{name}={value!r} is not one of: {', '.join(allowed)}")
+            if setting.choices and value not in setting.choices:
+                raise ConfigError(f"{name}={value!r} is not one of: {', '.join(setting.choices)}")
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError("model is empty: give a preset name, a Hugging Face id or a local directory")
         longest = max(self.model.replace("\\", "/").split("/"), key=len)
         if len(longest.encode("utf-8", "surrogatepass")) > MAX_NAME_PART_BYTES:
             raise ConfigError(f"model name part {longest[:24]!r}… is {len(longest):,} characters: no directory or "
                               f"Hugging Face id has a part over {MAX_NAME_PART_BYTES} bytes")
-        for name in ("use_cache", "trust_remote_code", "profile_kernels"):
+        for name in _BOOLEANS:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
 
     def _check_numbers(self) -> None:
-        for name, low, high in (
-            ("new_tokens", 1, MAX_NEW_TOKENS),
-            ("batch_size", 1, MAX_BATCH_SIZE),
-            ("repeats", 1, MAX_REPEATS),
-            ("warmup", 0, MAX_REPEATS),
-            ("seed", 0, 2**63 - 1),
-        ):
+        for name, setting in SETTINGS.items():
             value = getattr(self, name)
+            if setting.bounds is None or (value is None and setting.default is None):  # an optional count left out
+                continue
+            low, high = setting.bounds
             if not _is_int(value) or not low <= value <= high:
                 raise ConfigError(f"{name} must be a whole number from {low} to {high}, got {value!r}")
         if not isinstance(self.temperature, (int, float)) or isinstance(self.temperature, bool):
@@ -128,10 +164,6 @@ class RunConfig:
                 self.prompt.encode("utf-8")
             except UnicodeEncodeError as exc:
                 raise ConfigError(f"prompt contains invalid Unicode (a lone surrogate at character {exc.start})") from None
-        elif not _is_int(self.prompt_tokens) or not 1 <= self.prompt_tokens <= MAX_PROMPT_TOKENS:
-            raise ConfigError(
-                f"prompt_tokens must be a whole number from 1 to {MAX_PROMPT_TOKENS}, got {self.prompt_tokens!r}"
-            )
 
     def _check_combinations(self) -> None:
         if self.cache_impl == "static" and not self.use_cache:
@@ -185,3 +217,9 @@ class RunConfig:
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
+
+
+_TYPES = typing.get_type_hints(RunConfig)
+SETTINGS = {f.name: dataclasses.replace(f.metadata["setting"], name=f.name, default=f.default, type=_TYPES[f.name])
+            for f in dataclasses.fields(RunConfig) if "setting" in f.metadata}  # field name -> Setting, in field order
+_BOOLEANS = tuple(name for name, kind in _TYPES.items() if kind is bool)

@@ -10,10 +10,12 @@ import io
 import json
 from typing import Any, Callable, Iterable
 
+from playground.config import SETTINGS
 from playground.record import RunRecord
 
-# Fields of the flat JSON/CSV row, in order. Nested fields (kernels, env, ids) stay nested in JSON.
-ROW_FIELDS = (
+# Fields of the flat JSON/CSV row, in order, then any setting with a column that the record keeps only in its
+# config. Nested fields (kernels, env, ids) stay nested in JSON.
+_ROW_FIELDS = (
     "run_id", "created_at", "label", "model", "backend", "attn", "attn_effective", "use_cache", "cache_impl", "dtype",
     "dtype_effective", "compile", "compiled", "device", "device_effective", "batch_size", "prompt_tokens",
     "new_tokens", "tokens_generated", "mode", "repeats", "warmup", "status", "reason", "ttft_ms", "ttft_ms_std",
@@ -22,14 +24,12 @@ ROW_FIELDS = (
     "gpu_busy_pct", "bandwidth_gb_s", "roofline_weight_mb", "roofline_kv_mb", "roofline_kv_read", "roofline_tok_s",
     "bandwidth_roofline_pct", "prefill_tflop_s", "fallback", "random_weights",
 )
+ROW_FIELDS = _ROW_FIELDS + tuple(name for name, s in SETTINGS.items() if s.column and name not in _ROW_FIELDS)
 JSON_EXTRA = ("attn_kernels", "attn_families", "decode_top_kernels", "output_ids", "env", "config")
 
 # Markdown: settings columns appear only when they vary; figures always appear.
-SETTING_COLUMNS = (
-    ("model", "model"), ("backend", "backend"), ("attn", "attn"), ("use_cache", "cache"), ("cache_impl", "cache impl"),
-    ("dtype_effective", "dtype"), ("compile", "compile"), ("device_effective", "device"),
-    ("batch_size", "batch"), ("prompt_tokens", "prompt"), ("new_tokens", "new"),
-)
+SETTING_COLUMNS = tuple((f"{name}_effective" if s.effective else name, s.column)
+                        for name, s in SETTINGS.items() if s.column)
 
 
 def _num(value: float | None, digits: int = 1) -> str:
@@ -58,8 +58,7 @@ FIGURE_COLUMNS: tuple[tuple[str, Callable[[RunRecord], str]], ...] = (
 
 
 def row(record: RunRecord) -> dict[str, Any]:
-    data = record.to_dict()
-    return {key: data.get(key) for key in ROW_FIELDS}
+    return {key: record.value(key) for key in ROW_FIELDS}
 
 
 def to_json(records: Iterable[RunRecord]) -> str:
@@ -84,14 +83,14 @@ def _cell(text: Any) -> str:
 
 
 def _setting(record: RunRecord, key: str) -> str:
-    value = getattr(record, key)
+    value = record.value(key)
     return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
 def to_markdown(records: Iterable[RunRecord]) -> str:
     records = list(records)
     varying = [(key, title) for key, title in SETTING_COLUMNS
-               if len({json.dumps(getattr(r, key)) for r in records}) > 1]
+               if len({json.dumps(r.value(key)) for r in records}) > 1]
     used_figures = [(title, fn) for title, fn in FIGURE_COLUMNS if any(fn(r) for r in records)]
     headers = [title for _, title in varying] + [title for title, _ in used_figures]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]

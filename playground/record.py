@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground.metrics import first_difference, means_differ
+from playground.config import SETTINGS
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,6 +99,10 @@ class RunRecord:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
+    def value(self, key: str) -> Any:
+        """A column of the record, or, for a setting it has no column for, what its configuration asked."""
+        return getattr(self, key) if key in _FIELDS else self.config.get(key)
+
     @property
     def name(self) -> str:
         """A short label that says what ran: the user's label, else the backend and the settings that matter."""
@@ -109,26 +113,8 @@ class RunRecord:
         return f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype} {cache}{comp}"
 
 
-def differs_beyond_noise(a: RunRecord, b: RunRecord, field: str) -> bool | None:
-    """Whether B's mean `field` differs from A's beyond the noise of their repeats (Welch's t-test); None if unknown."""
-    x, y = getattr(a, field), getattr(b, field)
-    if x is None or y is None:
-        return None
-    return means_differ(x, getattr(a, f"{field}_std", None) or 0.0, a.repeats,
-                        y, getattr(b, f"{field}_std", None) or 0.0, b.repeats)
-
-
-def compare_outputs(a: RunRecord, b: RunRecord) -> dict[str, Any]:
-    """Whether two runs produced the same ids; only meaningful for the same model, prompt and greedy settings."""
-    comparable = (
-        a.model == b.model
-        and a.config.get("prompt") == b.config.get("prompt")
-        and a.config.get("prompt_tokens") == b.config.get("prompt_tokens")
-        and a.config.get("seed") == b.config.get("seed")
-        and a.config.get("temperature", 0) == 0 == b.config.get("temperature", 0)
-    )
-    diff = first_difference(a.output_ids, b.output_ids)
-    return {"comparable": comparable, "identical": diff is None, "first_difference": diff}
+_FIELDS = {f.name for f in dataclasses.fields(RunRecord)}
+SETTING_FIELDS = tuple(f.name for f in dataclasses.fields(RunRecord) if f.name in SETTINGS)  # asked, as columns
 
 
 def _version(dist: str) -> str | None:

@@ -11,19 +11,28 @@ caller's own session in hosted mode.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gradio as gr
 
-from playground.config import ConfigError
-from playground.metrics import speedup
-from playground.record import compare_outputs, differs_beyond_noise
+from playground.config import SETTINGS, ConfigError
+from playground.diagnostics import comparison
 from playground.ui.events import Playground, history_note, session_of
-from playground.ui.settings import ColumnSettings, SharedSettings
+from playground.ui.settings import SIDE_SETTINGS, ColumnSettings, SharedSettings
 from playground.ui.streaming import Pane, run_sides
+
+SHARED = ("prompt", "model", "new_tokens", "mode", "repeats", "warmup")  # the shared settings the API takes
+# The published positional order (README); parameters of settings added later follow in schema order.
+RUN_ORDER = ("prompt", "model", "attn", "use_cache", "dtype", "compile", "max_new_tokens", "cache_impl", "mode",
+             "repeats", "warmup", "backend")
+COMPARE_ORDER = ("prompt", "model", "a_attn", "a_use_cache", "a_dtype", "a_compile", "b_attn", "b_use_cache",
+                 "b_dtype", "b_compile", "max_new_tokens", "mode", "repeats", "warmup", "a_cache_impl",
+                 "b_cache_impl", "a_backend", "b_backend")
+RUN_DEFAULTS = {"mode": "free", "repeats": 1}  # /run is one interactive pass that may stop at EOS
 
 
 def _side(pane: Pane) -> dict[str, Any]:
@@ -32,15 +41,9 @@ def _side(pane: Pane) -> dict[str, Any]:
             "record": pane.record.to_dict() if pane.record else None}
 
 
-def comparison(panes: dict[str, Pane]) -> dict[str, Any] | None:
+def _comparison(panes: dict[str, Pane]) -> dict[str, Any] | None:
     a, b = (panes[s].record for s in ("A", "B"))
-    if not (a and b and a.status == b.status == "ok"):
-        return None
-    return {**compare_outputs(a, b), "ttft_speedup_b_over_a": speedup(a.ttft_ms, b.ttft_ms, False),
-            "decode_speedup_b_over_a": speedup(a.decode_tok_s, b.decode_tok_s, True),
-            # True/False: Welch's t-test over the repeats at 95%; None: a side ran one repeat
-            "ttft_beyond_noise": differs_beyond_noise(a, b, "ttft_ms"),
-            "decode_beyond_noise": differs_beyond_noise(a, b, "decode_tok_s")}
+    return comparison(a, b) if a and b and a.status == b.status == "ok" else None
 
 
 def wrong_type(endpoint, arguments: dict[str, Any]) -> ConfigError | None:
@@ -57,43 +60,75 @@ def wrong_type(endpoint, arguments: dict[str, Any]) -> ConfigError | None:
     return None
 
 
-def make_endpoints(app: Playground):
-    """The endpoint functions, bound to this app; typed, as gr.api derives the schema from hints
+def _api_name(name: str) -> str:
+    return SETTINGS[name].api or name
+
+
+def _parameters(prefixes: dict[str, str], order: tuple[str, ...], default_model: str,
+                defaults: dict[str, Any]) -> list[inspect.Parameter]:
+    """The endpoint's parameters from the schema: the shared settings, then each side's, as `<prefix><name>`."""
+    def parameter(name: str, api_name: str) -> inspect.Parameter:
+        setting = SETTINGS[name]
+        default = {"prompt": inspect.Parameter.empty, "model": default_model}.get(name, defaults.get(name, setting.default))
+        kind = str if name == "prompt" else setting.type  # the API always takes a prompt text
+        return inspect.Parameter(api_name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=kind)
+
+    params = [parameter(name, _api_name(name)) for name in SHARED]
+    params += [parameter(name, prefix + _api_name(name)) for prefix in prefixes.values() for name in SIDE_SETTINGS]
+    position = {name: i for i, name in enumerate(order)}
+    params.sort(key=lambda p: position.get(p.name, len(order)))  # stable: new settings keep schema order
+    return params
+
+
+def _endpoint(name: str, doc: str, params: list[inspect.Parameter],
+              body: Callable[[Callable, dict[str, Any], Any], Iterator[dict]]) -> Callable[..., Iterator[dict]]:
+    """A generator function with a real, annotated signature: gr.api derives the endpoint's schema from it
     (the `gr.Request` parameter is filled by Gradio and left out of the schema)."""
+    request = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                annotation=gr.Request)
+    signature = inspect.Signature([*params, request], return_annotation=Iterator[dict])
 
-    def stream(endpoint, arguments: dict[str, Any], shared: SharedSettings, columns: dict[str, ColumnSettings],
-               session: str) -> Iterator[dict[str, Pane]]:
+    def endpoint(*args, **kwargs) -> Iterator[dict]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        request = arguments.pop("request")
+        yield from body(endpoint, arguments, request)
+
+    endpoint.__name__ = endpoint.__qualname__ = name
+    endpoint.__doc__ = doc
+    endpoint.__signature__ = signature
+    endpoint.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()} | {
+        "return": signature.return_annotation}
+    return endpoint
+
+
+def make_endpoints(app: Playground):
+    """The endpoint functions, bound to this app."""
+
+    def stream(endpoint, arguments: dict[str, Any], request, prefixes: dict[str, str]) -> Iterator[dict[str, Pane]]:
         refused = wrong_type(endpoint, arguments)
+        shared = SharedSettings(**{name: arguments[_api_name(name)] for name in SHARED})
+        columns = {side: ColumnSettings(**{name: arguments[prefix + _api_name(name)] for name in SIDE_SETTINGS})
+                   for side, prefix in prefixes.items()}
         configs = {side: refused for side in columns} if refused else app.configs(shared, columns)
-        return run_sides(configs, app.history(session), threading.Event(), app.generate)
+        return run_sides(configs, app.history(session_of(request)), threading.Event(), app.generate)
 
-    def run(prompt: str, model: str = app.default_model, attn: str = "sdpa", use_cache: bool = True,
-            dtype: str = "auto", compile: str = "off", max_new_tokens: int = 64, cache_impl: str = "dynamic",
-            mode: str = "free", repeats: int = 1, warmup: int = 1, backend: str = "transformers",
-            request: gr.Request = None) -> Iterator[dict]:
-        """Run one configuration; streams {text, tokens, state, status, message, record}, record set at the end."""
-        arguments = {k: v for k, v in locals().items() if k != "request"}
-        shared = SharedSettings(model=model, prompt=prompt, new_tokens=max_new_tokens, mode=mode, repeats=repeats,
-                                warmup=warmup)
-        column = ColumnSettings(use_cache=use_cache, cache_impl=cache_impl, attn=attn, dtype=dtype, compile=compile,
-                                backend=backend)
-        for panes in stream(run, arguments, shared, {"A": column}, session_of(request)):
+    one, both = {"A": ""}, {"A": "a_", "B": "b_"}
+
+    def run_body(endpoint, arguments: dict[str, Any], request) -> Iterator[dict]:
+        for panes in stream(endpoint, arguments, request, one):
             yield _side(panes["A"])
 
-    def compare(prompt: str, model: str = app.default_model, a_attn: str = "sdpa", a_use_cache: bool = True,
-                a_dtype: str = "auto", a_compile: str = "off", b_attn: str = "sdpa", b_use_cache: bool = True,
-                b_dtype: str = "auto", b_compile: str = "off", max_new_tokens: int = 64, mode: str = "benchmark",
-                repeats: int = 3, warmup: int = 1, a_cache_impl: str = "dynamic",
-                b_cache_impl: str = "dynamic", a_backend: str = "transformers", b_backend: str = "transformers",
-                request: gr.Request = None) -> Iterator[dict]:
-        """Run A then B; streams {A, B, comparison}; comparison (identical tokens, speedups) is set at the end."""
-        arguments = {k: v for k, v in locals().items() if k != "request"}
-        shared = SharedSettings(model=model, prompt=prompt, new_tokens=max_new_tokens, mode=mode, repeats=repeats,
-                                warmup=warmup)
-        columns = {"A": ColumnSettings(a_use_cache, a_cache_impl, a_attn, a_dtype, a_compile, a_backend),
-                   "B": ColumnSettings(b_use_cache, b_cache_impl, b_attn, b_dtype, b_compile, b_backend)}
-        for panes in stream(compare, arguments, shared, columns, session_of(request)):
-            yield {"A": _side(panes["A"]), "B": _side(panes["B"]), "comparison": comparison(panes)}
+    def compare_body(endpoint, arguments: dict[str, Any], request) -> Iterator[dict]:
+        for panes in stream(endpoint, arguments, request, both):
+            yield {"A": _side(panes["A"]), "B": _side(panes["B"]), "comparison": _comparison(panes)}
+
+    run = _endpoint("run", "Run one configuration; streams {text, tokens, state, status, message, record}, record "
+                    "set at the end.", _parameters(one, RUN_ORDER, app.default_model, RUN_DEFAULTS), run_body)
+    compare = _endpoint("compare", "Run A then B; streams {A, B, comparison}; comparison (identical tokens, "
+                        "speedups) is set at the end.", _parameters(both, COMPARE_ORDER, app.default_model, {}),
+                        compare_body)
 
     def history(request: gr.Request = None) -> dict:
         """The runs this caller may see, newest first: {note, skipped, runs: [record, ...]} (only its own in hosted

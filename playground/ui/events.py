@@ -20,22 +20,22 @@ from typing import Any, Iterator
 import gradio as gr
 import pandas as pd
 
-from playground import engine
-from playground.config import ConfigError, RunConfig
+from playground.config import SETTINGS, ConfigError, RunConfig
 from playground.hosting import HostingPolicy, gpu_runner
 from playground.presets import PRESETS
 from playground.record import RunRecord
-from playground.store import RunStore
+from playground.store import NOT_SAVED, RunStore
 from playground.ui import charts, render
 from playground.ui.sessions import SessionHistories, SessionHistory, session_key
 from playground.ui.settings import (LONG_PROMPT_TOKENS, SIDES, ColumnSettings, SharedSettings, check_column,
                                     comparisons, context_of, make_config)
-from playground.ui.streaming import Pane, run_sides
+from playground.ui.streaming import Pane, generate, run_sides
 
 MAX_CHART_RUNS = 10  # newest runs kept selected for the charts; more makes the bars unreadable
 EXPORT_DIR = Path(tempfile.gettempdir()) / "llm-speed-playground"
 HISTORY_COLUMNS = {  # record field -> column header (units in the header, numbers rounded)
-    "run_id": "#", "created_at": "when (UTC)", "model": "model", "attn": "attention", "dtype_effective": "dtype",
+    "run_id": "#", "created_at": "when (UTC)", "model": "model", "backend": SETTINGS["backend"].label,
+    "attn": "attention", "dtype_effective": "dtype",
     "cache": "cache", "compile": "compile", "device_effective": "device", "tokens": "tokens in→out",
     "ttft_ms": "TTFT ms", "decode_tok_s": "decode tok/s", "peak_mem_mb": "peak MB", "kv_cache_mb": "KV MB",
 }
@@ -54,7 +54,7 @@ class Playground:
     def __init__(self, store: RunStore | None, default_model: str, policy: HostingPolicy = HostingPolicy()) -> None:
         self.store, self.default_model, self.policy = store, default_model, policy
         self.histories = SessionHistories() if policy.hosted else None
-        self.generate = gpu_runner(engine.generate, policy.zero_gpu)
+        self.generate = gpu_runner(generate, policy.zero_gpu)
         self._stops: dict[str, threading.Event] = {}
         self.panes: dict[str, dict[str, Pane]] = {}  # each session's latest panes, so Stop can show where it ended
         self._lock = threading.Lock()
@@ -196,7 +196,9 @@ def status_line(panes: dict[str, Pane]) -> str:
     states = ", ".join(f"{s} {p.state}" for s, p in panes.items())
     if any(p.state == "stopped" for p in panes.values()):
         return f"**Stopped** · {states} · the device is free; stopped runs are not saved."
-    return f"**Finished** · {states} · results below, history updated."
+    unsaved = [p.record.reason for p in panes.values() if p.record and p.record.reason.startswith(NOT_SAVED)]
+    saved = f"⚠ {unsaved[0]}" if unsaved else "history updated"
+    return f"**Finished** · {states} · results below, {saved}."
 
 
 def _pane_values(panes: dict[str, Pane]) -> dict[str, str]:

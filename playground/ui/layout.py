@@ -7,21 +7,21 @@ on a long positional list of outputs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable
 
 import gradio as gr
 
-from playground import capabilities
-from playground.config import CACHE_IMPLS, DTYPES, MODES
+from playground.config import MAX_REPEATS, SETTINGS, Setting
 from playground.hosting import HostingPolicy
 from playground.presets import DEFAULT_MODEL, PRESETS
 from playground.record import environment
 from playground.store import RunStore
 from playground.ui import events, render, style
 from playground.ui.api import make_endpoints
-from playground.ui.settings import (READY_PROMPTS, SIDES, ColumnSettings, SharedSettings, attention_choices,
-                                    comparisons, compile_choices, flash_help)
+from playground.ui.settings import (READY_PROMPTS, SIDE_SETTINGS, SIDES, ColumnSettings, SharedSettings,
+                                    attention_choices, comparisons, compile_choices, flash_help)
 
 DEVICE_QUEUE = dict(concurrency_id="device", concurrency_limit=1)  # all device work, UI and API, one at a time
 PAGE_ONLY = dict(api_visibility="private")  # handlers the page calls; the API is /run, /compare and /history
@@ -32,6 +32,8 @@ Components = dict[str, gr.components.Component]
 
 def header(app: events.Playground) -> None:
     """Title, the host line, and the notices a visitor should see first (hosted limits, a recovered store)."""
+    from playground import capabilities
+
     env, host = environment(), capabilities.host()
     device = f"CUDA · {host.device_name}" if host.cuda else f"CPU · {env['device_name']} · {env['cpu_count']} cores"
     gr.HTML(
@@ -66,43 +68,58 @@ def comparison_controls() -> tuple[dict[str, gr.Button], gr.Markdown]:
     return buttons, note
 
 
-BACKEND_CHOICES = [("transformers generate", "transformers"),
-                   ("fast: static cache + compiled decode step (Llama-family; sdpa or flash_attention_2)", "fast")]
+# How the per-side controls sit in a column: rows of settings, and each control's width. A setting not
+# placed here gets a full-width row of its own, so a new lever shows up without a layout change.
+COLUMN_ROWS = (("use_cache", "cache_impl"), ("attn",), ("dtype", "compile"), ("backend",))
+PLACEMENT = {"use_cache": dict(min_width=90), "cache_impl": dict(min_width=120), "dtype": dict(scale=2, min_width=90),
+             "compile": dict(scale=3, min_width=170)}
+
+
+def control(setting: Setting, value: Any, choices: list | None = None, **placement: Any) -> gr.components.Component:
+    """The control a setting asks for: a checkbox for true/false, a dropdown for choices, a whole-number box."""
+    if setting.type is bool:
+        return gr.Checkbox(value, label=setting.label, **placement)
+    if setting.choices:
+        labelled = choices or [(setting.choice_labels.get(c, c), c) for c in setting.choices]
+        return gr.Dropdown(labelled, value=value, label=setting.label, **placement)
+    if setting.bounds:
+        return gr.Number(value, precision=0, minimum=setting.bounds[0], label=setting.label, **placement)
+    return gr.Textbox(value, label=setting.label, **placement)
 
 
 def column_controls(side: str, default: ColumnSettings, policy: HostingPolicy) -> Components:
+    # choices whose labels say why this host or deployment cannot run them
+    host_choices = {"attn": lambda: attention_choices(default.dtype), "compile": lambda: compile_choices(policy)}
+    placed = {name for row in COLUMN_ROWS for name in row}
+    rows = [*COLUMN_ROWS, *((name,) for name in SIDE_SETTINGS if name not in placed)]
+    controls = {}
     with gr.Group(elem_classes="side-card"):
         gr.HTML(f"<div class='side-title'><span class='side side-{side}'>{side}</span>Configuration {side}</div>",
                 padding=True)
-        with gr.Row():
-            use_cache = gr.Checkbox(default.use_cache, label="KV cache", min_width=90)
-            cache_impl = gr.Dropdown(list(CACHE_IMPLS), value=default.cache_impl, label="cache impl", min_width=120)
-        attn = gr.Dropdown(attention_choices(default.dtype), value=default.attn, label="attention implementation")
-        with gr.Row():
-            dtype = gr.Dropdown(list(DTYPES), value=default.dtype, label="dtype", scale=2, min_width=90)
-            compile_ = gr.Dropdown(compile_choices(policy), value=default.compile, label="torch.compile", scale=3,
-                                   min_width=170)
-        backend = gr.Dropdown(BACKEND_CHOICES, value=default.backend, label="backend")
-        note = gr.Markdown(elem_classes="side-note", padding=True, elem_id=f"note-{side}")
-    return {f"{side}.use_cache": use_cache, f"{side}.cache_impl": cache_impl, f"{side}.attn": attn,
-            f"{side}.dtype": dtype, f"{side}.compile": compile_, f"{side}.backend": backend, f"note_{side}": note}
+        for row in rows:
+            with gr.Row() if len(row) > 1 else contextlib.nullcontext():
+                for name in row:
+                    choices = host_choices[name]() if name in host_choices else None
+                    controls[f"{side}.{name}"] = control(SIDE_SETTINGS[name], getattr(default, name), choices,
+                                                         **PLACEMENT.get(name, {}))
+        controls[f"note_{side}"] = gr.Markdown(elem_classes="side-note", padding=True, elem_id=f"note-{side}")
+    return controls
 
 
 def shared_controls(default: SharedSettings) -> Components:
     with gr.Group():
         with gr.Row():
             ready = gr.Dropdown(list(READY_PROMPTS), value=next(iter(READY_PROMPTS)), label="ready prompts", scale=3)
-            mode = gr.Dropdown(list(MODES), value=default.mode, label="mode", scale=2, min_width=150)
+            mode = control(SETTINGS["mode"], default.mode, scale=2, min_width=150)
         with gr.Row():
             synthetic = gr.Checkbox(default.synthetic, label="synthetic prompt", min_width=150,
                                     info="random ids of an exact length")
-            prompt_tokens = gr.Number(default.prompt_tokens, precision=0, minimum=1, label="synthetic tokens",
-                                      min_width=130)
-        prompt = gr.Textbox(default.prompt, lines=2, max_lines=6, label="prompt")
+            prompt_tokens = control(SETTINGS["prompt_tokens"], default.prompt_tokens, min_width=130)
+        prompt = control(SETTINGS["prompt"], default.prompt, lines=2, max_lines=6)
         with gr.Row():
-            new_tokens = gr.Number(default.new_tokens, precision=0, minimum=1, label="max new tokens", min_width=130)
-            repeats = gr.Number(default.repeats, precision=0, minimum=1, maximum=100, label="repeats", min_width=90)
-            warmup = gr.Number(default.warmup, precision=0, minimum=0, maximum=100, label="warm-up", min_width=90)
+            new_tokens = control(SETTINGS["new_tokens"], default.new_tokens, min_width=130)
+            repeats = control(SETTINGS["repeats"], default.repeats, maximum=MAX_REPEATS, min_width=90)
+            warmup = control(SETTINGS["warmup"], default.warmup, maximum=MAX_REPEATS, min_width=90)
     return {"ready_prompt": ready, "synthetic": synthetic, "prompt_tokens": prompt_tokens, "prompt": prompt,
             "new_tokens": new_tokens, "mode": mode, "repeats": repeats, "warmup": warmup}
 

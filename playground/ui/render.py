@@ -1,4 +1,5 @@
-"""HTML for the panes, the metrics table, the A-vs-B summary and the diagnostics checklist.
+"""HTML for the panes, the metrics table, the A-vs-B summary and the diagnostics checklist; the verdicts
+themselves come from `playground.diagnostics`.
 
 Model output and every other string that did not come from this module go through `escape`, so
 text a model writes is shown as text and never runs as HTML, Markdown or a template.
@@ -9,8 +10,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from playground.metrics import speedup
-from playground.record import RunRecord, compare_outputs, differs_beyond_noise
+from playground.diagnostics import checklist, compare_outputs, num, speedup_of
+from playground.record import RunRecord
 
 if TYPE_CHECKING:
     from playground.config import RunConfig
@@ -18,26 +19,12 @@ if TYPE_CHECKING:
 
 LIVE_WINDOW_TOKENS = 400  # a streaming pane re-sends only its tail, so an update costs the same at any length
 FINAL_MAX_TOKENS = 8000  # a finished pane shows at most this many tokens; the full text is in the record
-FLASH_REQUESTS = {"flash_attention_2", "flash_attention_3", "flash_attention_4", "sdpa:flash"}
-FLASH_FAMILIES = {"flash-attn", "sdpa-flash"}
 # `$`, backticks and braces are escaped too: gr.HTML fills a JS/Handlebars template with its value.
 _EXTRA = str.maketrans({"$": "&#36;", "`": "&#96;", "{": "&#123;", "}": "&#125;"})
 
 
 def escape(text: object) -> str:
     return html.escape(str(text), quote=True).translate(_EXTRA)
-
-
-def num(value: float | None, unit: str = "", std: float | None = None) -> str:
-    """A number with 3 significant digits or so, an optional ± std, and its unit; '—' when missing."""
-    if value is None:
-        return "—"
-
-    def short(x: float) -> str:
-        return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
-
-    text = short(value) + (f" ± {short(std)}" if std else "")
-    return f"{text} {unit}".strip()
 
 
 def config_title(config: RunConfig | Exception) -> str:
@@ -141,7 +128,7 @@ METRIC_ROWS = (
     ("Attention kernels: decode", lambda r: _kernels(r, "decode")),
     ("Ran as", lambda r: escape(f"{r.attn_effective} · {r.dtype_effective} · {r.device_effective}")),
 )
-SPEEDUP_ROWS = {"TTFT (prefill)": ("ttft_ms", False), "Decode throughput": ("decode_tok_s", True)}
+SPEEDUP_ROWS = {"TTFT (prefill)": "ttft", "Decode throughput": "decode"}  # metric row -> diagnostics headline
 
 
 def _kernels(rec: RunRecord, phase: str) -> str:
@@ -163,13 +150,12 @@ def _top_kernels(rec: RunRecord, shown: int = 3) -> str:
     return "<br>".join(lines)
 
 
-def speedup_text(a: RunRecord, b: RunRecord, field: str, higher_is_better: bool) -> str:
-    """'B 1.52× faster' or 'B 1.90× slower', from the engine's figures; grey unless it beats the repeats' noise."""
-    ratio = speedup(getattr(a, field), getattr(b, field), higher_is_better)
+def speedup_text(a: RunRecord, b: RunRecord, headline: str) -> str:
+    """'B 1.52× faster' or 'B 1.90× slower' on a headline figure; grey unless it beats the repeats' noise."""
+    ratio, verdict = speedup_of(a, b, headline)
     if ratio is None:
         return "—"
     text = f"B {ratio:.2f}× faster" if ratio >= 1 else f"B {1 / ratio:.2f}× slower"
-    verdict = differs_beyond_noise(a, b, field)
     if verdict is None:
         return f'<span class="dim" title="a run with one repeat has no noise estimate">{text} (1 repeat: noise unknown)</span>'
     if not verdict:
@@ -190,8 +176,8 @@ def metrics_table(records: dict[str, RunRecord]) -> str:
         cells = "".join(f"<td>{cell(records[s])}</td>" for s in sides)
         extra = ""
         if both:
-            field = SPEEDUP_ROWS.get(label)
-            extra = f"<td>{speedup_text(records['A'], records['B'], *field) if field else ''}</td>"
+            headline = SPEEDUP_ROWS.get(label)
+            extra = f"<td>{speedup_text(records['A'], records['B'], headline) if headline else ''}</td>"
         rows.append(f"<tr><th>{label}</th>{cells}{extra}</tr>")
     vs = "<th>B vs A</th>" if both else ""
     return f'<table class="metrics"><thead><tr><th>Metric</th>{head}{vs}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
@@ -204,8 +190,8 @@ def summary_html(panes: dict[str, Pane]) -> str:
     if "A" in done and "B" in done:
         a, b = done["A"], done["B"]
         items.append(f"<div class='headline'><div><span class='label'>Prefill (TTFT)</span><br>"
-                     f"{speedup_text(a, b, 'ttft_ms', False)}</div><div><span class='label'>Decode (tok/s)</span><br>"
-                     f"{speedup_text(a, b, 'decode_tok_s', True)}</div></div>")
+                     f"{speedup_text(a, b, 'ttft')}</div><div><span class='label'>Decode (tok/s)</span><br>"
+                     f"{speedup_text(a, b, 'decode')}</div></div>")
         items.append(_identical_text(a, b))
     for side, rec in done.items():
         items.append(_checklist_line(side, rec))
@@ -238,49 +224,6 @@ def _identical_text(a: RunRecord, b: RunRecord) -> str:
 
 
 # ---- diagnostics -------------------------------------------------------------------------------
-
-def checklist(rec: RunRecord) -> list[tuple[str, str, str]]:
-    """(mark, check, evidence) rows: ✓ holds, ✗ does not, – not applicable or unknown."""
-    cache_used = (rec.kv_cache_mb or 0) > 0
-    rows = [
-        _observed(rec, "model_training", False, "Eval mode", "model.training", "the engine calls model.eval() after "
-                  "every load (dropout off)"),
-        _observed(rec, "inference_mode", True, "Inference mode", "torch.is_inference_mode_enabled()", "every pass "
-                  "runs under torch.inference_mode() (no autograd bookkeeping)"),
-        ("✓" if cache_used == rec.use_cache else "✗", "KV cache really used",
-         f"use_cache={rec.use_cache}, cache held {num(rec.kv_cache_mb, 'MB')} after generation"),
-        _flash_row(rec),
-        ("✓" if rec.dtype in ("auto", rec.dtype_effective) else "✗", "dtype consistent",
-         f"requested {rec.dtype}, ran {rec.dtype_effective}"),
-        ("✓" if rec.warmup >= 1 else "✗", "Warm-up done",
-         f"{rec.warmup} warm-up pass(es) before {rec.repeats} measured repeat(s)"
-         + ("" if rec.warmup else ": first-call overhead is inside the numbers")),
-        ("✓", "Synchronised timing",
-         f"device synchronize before every clock read on {rec.device_effective}; prefill and decode timed apart"),
-    ]
-    if rec.fallback:
-        rows.append(("✗", "No fallback", rec.fallback))
-    return rows
-
-
-def _observed(rec: RunRecord, field: str, want: bool, check: str, name: str, promise: str) -> tuple[str, str, str]:
-    """A row from what the engine observed during the run when the record has it, else from what it promises."""
-    seen = getattr(rec, field, None)
-    if seen is None:
-        return "✓", check, promise
-    return ("✓" if seen == want else "✗"), check, f"{name} was {seen} during the run"
-
-
-def _flash_row(rec: RunRecord) -> tuple[str, str, str]:
-    families = sorted({f for fams in rec.attn_families.values() for f in fams})
-    if not families:
-        return "–", "FlashAttention really active", "unknown: kernels were not profiled"
-    ran = f"kernels seen: {', '.join(families)}"
-    if rec.attn not in FLASH_REQUESTS:
-        return "–", "FlashAttention really active", f"not requested ({rec.attn}); {ran}"
-    flash = all(set(f) & FLASH_FAMILIES for f in rec.attn_families.values())
-    return ("✓" if flash else "✗"), "FlashAttention really active", ran
-
 
 def diagnostics_html(records: dict[str, RunRecord]) -> str:
     if not records:

@@ -1,7 +1,8 @@
 """What the controls mean: plain settings for columns A and B and the shared prompt, and the
 one-click comparisons.
 
-Kept free of Gradio so that the event functions, the API and the tests speak the same language:
+Kept free of Gradio and torch (the engine, the loader and the host probe are imported when a check
+or a run needs them) so that the event functions, the API and the tests speak the same language:
 a `ColumnSettings` plus a `SharedSettings` make one `RunConfig`, and the engine's `ConfigError`
 explains anything that cannot run.
 """
@@ -13,12 +14,14 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
-from playground import capabilities, engine
-from playground.config import ATTENTIONS, COMPILE_MODES, ConfigError, RunConfig
+from playground.config import ATTENTIONS, COMPILE_MODES, SETTINGS, ConfigError, RunConfig
 from playground.hosting import HostingPolicy
-from playground.loader import LoadedModel, LoadError, load_config, model_source
 from playground.presets import PRESETS, noise_tokenizer
+
+if TYPE_CHECKING:
+    from playground.loader import LoadedModel
 
 SIDES = ("A", "B")
 READY_PROMPTS = {
@@ -36,16 +39,10 @@ READY_PROMPTS = {
 DEFAULT_PROMPT = next(iter(READY_PROMPTS.values()))
 
 
-@dataclass(frozen=True)
-class ColumnSettings:
-    """One side of the comparison: everything that changes how the model runs."""
-
-    use_cache: bool = True
-    cache_impl: str = "dynamic"
-    attn: str = "sdpa"
-    dtype: str = "auto"
-    compile: str = "off"
-    backend: str = "transformers"
+SIDE_SETTINGS = {name: setting for name, setting in SETTINGS.items() if setting.side}
+ColumnSettings = dataclasses.make_dataclass(
+    "ColumnSettings", [(name, s.type, field(default=s.default)) for name, s in SIDE_SETTINGS.items()], frozen=True)
+ColumnSettings.__doc__ = "One side of the comparison: every per-side setting of the run configuration."
 
 
 @dataclass(frozen=True)
@@ -55,11 +52,11 @@ class SharedSettings:
     model: str
     prompt: str = DEFAULT_PROMPT
     synthetic: bool = False  # use a synthetic prompt of `prompt_tokens` tokens instead of `prompt`
-    prompt_tokens: int = 512
-    new_tokens: int = 64
-    mode: str = "benchmark"
-    repeats: int = 3
-    warmup: int = 1
+    prompt_tokens: int = 512  # what the synthetic-length box starts at
+    new_tokens: int = SETTINGS["new_tokens"].default
+    mode: str = SETTINGS["mode"].default
+    repeats: int = SETTINGS["repeats"].default
+    warmup: int = SETTINGS["warmup"].default
 
 
 def _whole(name: str, value: object) -> int:
@@ -82,8 +79,7 @@ def make_config(shared: SharedSettings, column: ColumnSettings, policy: HostingP
     prompt = (dict(prompt_tokens=_whole("prompt_tokens", shared.prompt_tokens)) if shared.synthetic
               else dict(prompt=shared.prompt))
     config = RunConfig(
-        model=(shared.model or "").strip(), dtype=column.dtype, attn=column.attn, use_cache=bool(column.use_cache),
-        cache_impl=column.cache_impl, compile=column.compile, backend=column.backend, new_tokens=_whole("new_tokens", shared.new_tokens),
+        model=(shared.model or "").strip(), **dataclasses.asdict(column), new_tokens=_whole("new_tokens", shared.new_tokens),
         mode=shared.mode, repeats=_whole("repeats", shared.repeats), warmup=_whole("warmup", shared.warmup), **prompt,
     )
     policy.check(config)
@@ -94,6 +90,8 @@ def make_config(shared: SharedSettings, column: ColumnSettings, policy: HostingP
 def _weightless(model: str) -> LoadedModel | None:
     """The model's config and tokenizer without its weights, which is all the engine's prompt check reads;
     None for a hub id (fetched only when it runs). Raises LoadError for a name that cannot load."""
+    from playground.loader import LoadedModel, load_config, model_source
+
     source = model_source(model)
     if source == "hub":
         return None
@@ -112,6 +110,8 @@ def _weightless(model: str) -> LoadedModel | None:
 
 def context_of(model: str) -> int | None:
     """The model's context in tokens, as the loader reads it; None where unknown before it loads."""
+    from playground.loader import LoadError
+
     try:
         probe = _weightless((model or "").strip())
     except (LoadError, ConfigError, OSError, ValueError):
@@ -123,6 +123,9 @@ def check_model_fits(config: RunConfig, device: str, dtype: str) -> None:
     """Refuse before Run what the engine refuses around loading: a model that cannot load, weights and KV cache
     beyond free memory, a prompt that encodes to nothing or that with the new tokens overflows the context.
     The engine's own checks, run on the model's config and tokenizer; a hub model is checked when it runs."""
+    from playground import engine
+    from playground.loader import LoadError
+
     try:
         probe = _weightless(config.model)
         if probe is not None:
@@ -138,6 +141,8 @@ def check_model_fits(config: RunConfig, device: str, dtype: str) -> None:
 def check_column(shared: SharedSettings, column: ColumnSettings,
                  policy: HostingPolicy = HostingPolicy()) -> tuple[bool, str]:
     """(runnable, why): the engine's or the hosting policy's reason when it cannot run here, else what it runs as."""
+    from playground import capabilities
+
     try:
         config = make_config(shared, column, policy)
         device, dtype = capabilities.check(config)
@@ -150,6 +155,8 @@ def check_column(shared: SharedSettings, column: ColumnSettings,
 
 def attention_choices(dtype: str) -> list[tuple[str, str]]:
     """(label, value) pairs; an option this host cannot run says why in its label."""
+    from playground import capabilities
+
     host = capabilities.host()
     device = host.resolve_device("auto")
     resolved = host.resolve_dtype(dtype, device)
@@ -174,6 +181,8 @@ FLASH_RELEASES = "https://github.com/Dao-AILab/flash-attention/releases"
 
 def flash_help(env: dict, hosted: bool) -> str:
     """How to get flash-attn where it is missing: a prebuilt wheel on a Space (no compiler there), pip locally."""
+    from playground.capabilities import FLASH_ATTN_INSTALL
+
     if env.get("flash_attn"):
         return ""
     torch_mm = ".".join(str(env.get("torch") or "2.8").split("+")[0].split(".")[:2])
@@ -183,7 +192,7 @@ def flash_help(env: dict, hosted: bool) -> str:
     space = (f"on a Space, pin `torch=={env.get('torch', '').split('+')[0]}` and add the prebuilt wheel from "
              f"[the flash-attention releases]({FLASH_RELEASES}) whose name ends in `{wheel}.whl` to requirements.txt "
              f"as `flash_attn @ <wheel URL>` (cxx11abiFALSE if your torch was built without the C++11 ABI)")
-    local = f"locally, `{capabilities.FLASH_ATTN_INSTALL}` (needs a CUDA toolkit)"
+    local = f"locally, `{FLASH_ATTN_INSTALL}` (needs a CUDA toolkit)"
     first, second = (space, local) if hosted else (local, space)
     return f"**flash-attn is not installed**, so `flash_attention_2` is unavailable. To enable it: {first}; {second}."
 
@@ -219,6 +228,8 @@ def _column(**changes) -> ColumnSettings:
 
 def comparisons() -> dict[str, Comparison]:
     """The one-click presets, adapted to this host (compile mode, flash availability)."""
+    from playground import capabilities
+
     host = capabilities.host()
     cuda = host.cuda
     # the fast backend's best attention where flash-attn runs: flash-decoding reads only the filled cache

@@ -15,14 +15,17 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from playground import engine
 from playground.config import ConfigError, RunConfig
-from playground.record import RunRecord, compare_outputs
+from playground.diagnostics import compare_outputs
+from playground.record import RunRecord
 from playground.store import RunStore
 from playground.ui import render
 from playground.ui.sessions import SessionRuns
+
+if TYPE_CHECKING:
+    from playground import engine
 
 UPDATE_INTERVAL_S = 0.08
 PHASE_NAMES = {"loading": "loading model", "warmup": "warm-up", "repeat": "measuring", "profiling": "profiling kernels"}
@@ -93,11 +96,18 @@ class Pane:
         return render.pane_html(self, live=self.state == "running")
 
 
-Generate = Callable[[RunConfig, threading.Event], Iterator[engine.Event]]
+Generate = Callable[[RunConfig, threading.Event], Iterator["engine.Event"]]
+
+
+def generate(config: RunConfig, stop: threading.Event | None = None) -> Iterator[engine.Event]:
+    """The engine's `generate`, imported when a run starts: the page loads without torch."""
+    from playground import engine
+
+    return engine.generate(config, stop)
 
 
 def run_sides(configs: dict[str, RunConfig | ConfigError], store: RunStore | SessionRuns, stop: threading.Event,
-              generate: Generate = engine.generate, clock: Callable[[], float] = time.monotonic
+              generate: Generate = generate, clock: Callable[[], float] = time.monotonic
               ) -> Iterator[dict[str, Pane]]:
     """Run each side in order and yield the panes (mutated in place) at throttled moments.
 
@@ -134,14 +144,16 @@ def _mark_first_difference(panes: dict[str, Pane]) -> bool:
 
 def _stream_one(pane: Pane, events: Iterator[engine.Event], store: RunStore | SessionRuns,
                 clock: Callable[[], float], panes: dict[str, Pane]) -> Iterator[dict[str, Pane]]:
+    from playground.engine import Phase, Token
+
     last = clock()
     with contextlib.closing(events):  # closing stops the engine and frees the device
         for event in events:
-            if isinstance(event, engine.Token):
+            if isinstance(event, Token):
                 pane.add(event)
                 if clock() - last < UPDATE_INTERVAL_S:
                     continue
-            elif isinstance(event, engine.Phase):
+            elif isinstance(event, Phase):
                 pane.phase(event)
             else:
                 if event.record.status == "ok":

@@ -48,6 +48,7 @@ def test_run_a_vs_b_streams_then_fills_results(store):
     records = store.records()
     assert [r.use_cache for r in records] == [True, False]  # newest first: B (cache on), then A
     assert list(final["history"]["#"]) == [r.run_id for r in records]
+    assert list(final["history"]["backend"]) == ["transformers", "transformers"]
     assert final["selection"]["value"] == [r.run_id for r in records]
     assert sum(t.type == "bar" for t in final["timing_chart"].data) == 4  # two runs x two panels
 
@@ -150,7 +151,9 @@ def test_status_says_finished_only_when_no_side_waits():
     panes["A"].finish(make_record(1))
     assert events.status_line(panes) == "**Starting B** · A ok"
     panes["B"].finish(make_record(2))
-    assert events.status_line(panes).startswith("**Finished** · A ok, B ok")
+    assert events.status_line(panes) == "**Finished** · A ok, B ok · results below, history updated."
+    panes["B"].finish(make_record(2, reason="not saved to the history: database is locked"))
+    assert events.status_line(panes).endswith("results below, ⚠ not saved to the history: database is locked.")
 
 
 def test_history_toggle_export_and_clear(store):

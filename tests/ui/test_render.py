@@ -1,4 +1,4 @@
-"""Rendering: model text stays text, numbers carry units, speedups and the checklist say the truth."""
+"""Rendering: model text stays text, speedups and the tokens' comparison read as the verdicts say."""
 
 from __future__ import annotations
 
@@ -19,48 +19,32 @@ def test_token_boundaries_alternate_shading():
     assert 'class="tk tk1"' in render.token_span("b", 7)
 
 
-def test_numbers_have_units_and_std():
-    assert render.num(1234.5, "ms", 12.0) == "1,234 ± 12.0 ms"
-    assert render.num(3.14159, "tok/s") == "3.14 tok/s"
-    assert render.num(None, "MB") == "—"
-
-
 def test_speedup_direction_and_noise():
     a = make_record(ttft_ms=20.0, ttft_ms_std=0.1, decode_tok_s=100.0, decode_tok_s_std=1.0)
     b = make_record(ttft_ms=10.0, ttft_ms_std=0.1, decode_tok_s=50.0, decode_tok_s_std=1.0)
-    assert "B 2.00× faster" in render.speedup_text(a, b, "ttft_ms", higher_is_better=False)
-    assert "B 2.00× slower" in render.speedup_text(a, b, "decode_tok_s", higher_is_better=True)
+    assert "B 2.00× faster" in render.speedup_text(a, b, "ttft")
+    assert "B 2.00× slower" in render.speedup_text(a, b, "decode")
     noisy = make_record(ttft_ms=11.0, ttft_ms_std=5.0)
-    assert "within noise" in render.speedup_text(b, noisy, "ttft_ms", higher_is_better=False)
+    assert "within noise" in render.speedup_text(b, noisy, "ttft")
 
 
 def test_a_same_config_pair_with_one_wild_repeat_is_not_called_faster():
     """Seen in this repo's browser test: identical configs, A's TTFT 57.4 ± 22.9 ms vs B's 25.8 ± 3.61 (3 repeats)."""
     a, b = make_record(ttft_ms=57.4, ttft_ms_std=22.9), make_record(ttft_ms=25.8, ttft_ms_std=3.61)
-    assert "within noise" in render.speedup_text(a, b, "ttft_ms", higher_is_better=False)
+    assert "within noise" in render.speedup_text(a, b, "ttft")
     steady = make_record(ttft_ms=57.4, ttft_ms_std=2.0)
-    assert 'class="good"' in render.speedup_text(steady, b, "ttft_ms", higher_is_better=False)
+    assert 'class="good"' in render.speedup_text(steady, b, "ttft")
 
 
 def test_one_repeat_says_its_noise_is_unknown():
     a, b = make_record(repeats=1, decode_tok_s=100.0), make_record(repeats=1, decode_tok_s=300.0)
-    assert "B 3.00× faster (1 repeat: noise unknown)" in render.speedup_text(a, b, "decode_tok_s", True)
+    assert "B 3.00× faster (1 repeat: noise unknown)" in render.speedup_text(a, b, "decode")
 
 
 def test_metrics_table_shows_units_kernels_and_speedup_column():
     html = render.metrics_table({"A": make_record(1), "B": make_record(2, decode_tok_s=400.0)})
     for text in ("ms", "tok/s", "MB", "B vs A", "aten::_scaled_dot_product_flash_attention_for_cpu", "B 2.00× faster"):
         assert text in html
-
-
-def test_checklist_catches_unused_cache_and_missing_flash():
-    rows = {check: mark for mark, check, _ in render.checklist(make_record(use_cache=True, kv_cache_mb=0.0))}
-    assert rows["KV cache really used"] == "✗"
-    flash = make_record(attn="flash_attention_2", attn_families={"prefill": ["sdpa-math"], "decode": ["sdpa-math"]},
-                        fallback="decode: requested flash_attention_2 but sdpa-math ran")
-    rows = {check: mark for mark, check, _ in render.checklist(flash)}
-    assert rows["FlashAttention really active"] == "✗" and rows["No fallback"] == "✗"
-    assert rows["Warm-up done"] == "✓"
 
 
 def test_summary_reports_identical_tokens_and_first_difference():
@@ -84,13 +68,6 @@ def test_live_pane_resends_a_bounded_window():
     live = render.pane_html(pane, live=True)
     assert live.count('class="tk ') == render.LIVE_WINDOW_TOKENS
     assert "4,600 earlier tokens not shown" in live
-
-
-def test_checklist_reads_eval_and_inference_mode_from_the_run():
-    good = {check: mark for mark, check, _ in render.checklist(make_record(model_training=False, inference_mode=True))}
-    assert good["Eval mode"] == "✓" and good["Inference mode"] == "✓"
-    bad = {check: mark for mark, check, _ in render.checklist(make_record(model_training=True, inference_mode=False))}
-    assert bad["Eval mode"] == "✗" and bad["Inference mode"] == "✗"
 
 
 def test_top_decode_kernels_show_their_share_of_the_step():

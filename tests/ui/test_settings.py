@@ -62,3 +62,34 @@ def test_the_pre_run_check_refuses_what_the_run_refuses():
     text = SharedSettings(model=DEFAULT_MODEL, prompt="word " * 3000, new_tokens=8)
     ok, why = check_column(text, comparisons()["dtype: fp32 vs bf16"].a)
     assert not ok and "exceeds the model's context" in why
+
+
+def test_importing_the_ui_loads_no_torch():
+    """The page's code runs without torch until a run or a host check needs it (the engine is imported lazily)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "import playground.ui, sys; print('torch' in sys.modules)"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+def test_per_side_controls_api_parameters_and_columns_come_from_the_schema():
+    import dataclasses
+    import inspect
+
+    from playground.config import SETTINGS
+    from playground.printers import SETTING_COLUMNS
+    from playground.ui.api import make_endpoints
+    from playground.ui.events import Playground
+    from playground.ui.settings import ColumnSettings
+
+    side = [name for name, s in SETTINGS.items() if s.side]
+    assert [f.name for f in dataclasses.fields(ColumnSettings)] == side
+    assert {f.name: f.default for f in dataclasses.fields(ColumnSettings)} == {n: SETTINGS[n].default for n in side}
+    _, compare, _ = make_endpoints(Playground(None, DEFAULT_MODEL))
+    params = inspect.signature(compare).parameters
+    for name in side:
+        assert params[f"a_{name}"].default == params[f"b_{name}"].default == SETTINGS[name].default
+        assert params[f"a_{name}"].annotation is SETTINGS[name].type
+    assert {title for _, title in SETTING_COLUMNS} >= {SETTINGS[name].column for name in side}
