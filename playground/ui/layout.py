@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from playground.config import MAX_REPEATS, SETTINGS, Setting
+from playground.config import SETTINGS, Setting
 from playground.hosting import HostingPolicy
 from playground.presets import DEFAULT_MODEL, PRESETS
 from playground.record import environment
@@ -118,8 +118,8 @@ def shared_controls(default: SharedSettings) -> Components:
         prompt = control(SETTINGS["prompt"], default.prompt, lines=2, max_lines=6)
         with gr.Row():
             new_tokens = control(SETTINGS["new_tokens"], default.new_tokens, min_width=130)
-            repeats = control(SETTINGS["repeats"], default.repeats, maximum=MAX_REPEATS, min_width=90)
-            warmup = control(SETTINGS["warmup"], default.warmup, maximum=MAX_REPEATS, min_width=90)
+            repeats = control(SETTINGS["repeats"], default.repeats, maximum=SETTINGS["repeats"].bounds[1], min_width=90)
+            warmup = control(SETTINGS["warmup"], default.warmup, maximum=SETTINGS["warmup"].bounds[1], min_width=90)
     return {"ready_prompt": ready, "synthetic": synthetic, "prompt_tokens": prompt_tokens, "prompt": prompt,
             "new_tokens": new_tokens, "mode": mode, "repeats": repeats, "warmup": warmup}
 
