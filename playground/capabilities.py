@@ -13,15 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
+from playground.attention import FLASH_ATTN_INSTALL, REGISTRY  # noqa: F401  (the UI's install hint)
 from playground.config import ConfigError, RunConfig
 
-FLASH_ATTN_INSTALL = "pip install flash-attn --no-build-isolation"
-# Distribution names transformers looks for, and the minimum compute capability of each.
-FLASH_PACKAGES = {
-    "flash_attention_2": ("flash-attn", "flash_attn", (8, 0)),
-    "flash_attention_3": ("flash-attn-3", "flash_attn_interface", (9, 0)),
-    "flash_attention_4": ("flash-attn-4", "flash_attn", (9, 0)),
-}
+FLASH_PACKAGES = {name: a.package for name, a in REGISTRY.items() if a.package}  # attn -> Package it needs
 
 
 @dataclass(frozen=True)
@@ -68,20 +63,18 @@ def host() -> Host:
 
 
 def attention_unavailable(attn: str, device: str, dtype: str, h: Host) -> str | None:
-    """Why `attn` cannot run on this device and dtype, or None when it can."""
-    if dtype == "fp32" and (attn in FLASH_PACKAGES or (device == "cuda" and attn in ("sdpa:flash", "sdpa:cudnn"))):
-        return f"{attn} needs fp16 or bf16"
-    if attn in ("sdpa:efficient", "sdpa:cudnn", *FLASH_PACKAGES) and device != "cuda":
+    """Why `attn` cannot run on this device and dtype, or None when it can (the limits are its registry entry's)."""
+    a = REGISTRY[attn]
+    if dtype not in a.dtypes_on(device):
+        return f"{attn} needs {' or '.join(a.dtypes_on(device))}"
+    if device not in a.devices:
         return f"{attn} needs a CUDA GPU"
-    if attn in FLASH_PACKAGES:
-        dist, module, min_cc = FLASH_PACKAGES[attn]
-        if h.capability is not None and h.capability < min_cc:
-            return f"{attn} needs compute capability {min_cc[0]}.{min_cc[1]}+, {h.device_name} has {h.capability[0]}.{h.capability[1]}"
-        if h.packages.get(dist) is None or importlib.util.find_spec(module) is None:
-            hint = FLASH_ATTN_INSTALL if attn == "flash_attention_2" else f"pip install {dist}"
-            return f"{dist} not installed: {hint}"
-    if attn in ("sdpa:flash", "sdpa:cudnn") and device == "cuda" and h.capability is not None and h.capability < (8, 0):
-        return f"{attn} needs compute capability 8.0+, {h.device_name} has {h.capability[0]}.{h.capability[1]}"
+    if device == "cuda" and a.min_capability and h.capability is not None and h.capability < a.min_capability:
+        (need, minor), (has, has_minor) = a.min_capability, h.capability
+        return f"{attn} needs compute capability {need}.{minor}+, {h.device_name} has {has}.{has_minor}"
+    package = a.package
+    if package and (h.packages.get(package.distribution) is None or importlib.util.find_spec(package.module) is None):
+        return f"{package.distribution} not installed: {package.install}"
     return None
 
 

@@ -18,29 +18,16 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground import attention, backends
 from playground.presets import DEFAULT_MODEL
 
 DTYPES = ("auto", "fp32", "fp16", "bf16")
-ATTENTIONS = (
-    "eager",
-    "sdpa",
-    "sdpa:flash",
-    "sdpa:efficient",
-    "sdpa:cudnn",
-    "sdpa:math",
-    "flash_attention_2",
-    "flash_attention_3",
-    "flash_attention_4",
-    "flex_attention",
-)
+ATTENTIONS = attention.NAMES
 CACHE_IMPLS = ("dynamic", "static")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 DEVICES = ("auto", "cpu", "cuda")
 MODES = ("benchmark", "free")
-BACKENDS = ("transformers", "fast")
-
-# The flash-attn packages have fp16/bf16 kernels only: asking for them in fp32 cannot work anywhere.
-FLASH_PACKAGE_ATTENTIONS = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
+BACKENDS = backends.NAMES
 
 MAX_NEW_TOKENS = 32_768
 MAX_PROMPT_TOKENS = 131_072
@@ -180,29 +167,33 @@ class RunConfig:
                     f"compile={self.compile} needs warmup >= 1: the first call compiles, and without a warm-up "
                     "that time would land in the measured repeats"
                 )
-        if self.backend == "fast":
-            if not (self.use_cache and self.cache_impl == "static"):
-                raise ConfigError("backend=fast always decodes from its own static KV cache: set use_cache on and "
-                                  "cache_impl=static")
-            if not (self.attn.startswith("sdpa") or self.attn == "flash_attention_2"):
-                raise ConfigError(f"backend=fast computes attention with SDPA or flash-attn only: choose sdpa, "
-                                  f"sdpa:<backend> or flash_attention_2, not {self.attn}")
-        if self.dtype == "fp32" and self.attn in FLASH_PACKAGE_ATTENTIONS:
-            raise ConfigError(f"attn={self.attn} runs only in fp16 or bf16; choose dtype fp16 or bf16 (or auto on a GPU)")
+        if backends.REGISTRY[self.backend].static_cache_only and not (self.use_cache and self.cache_impl == "static"):
+            raise ConfigError(f"backend={self.backend} always decodes from its own static KV cache: set use_cache on "
+                              "and cache_impl=static")
+        if self.backend not in self._attention.backends:
+            raise ConfigError(f"backend={self.backend} takes attn {attention.listed(attention.taken_by(self.backend))} "
+                              f"only, not {self.attn}")
+        if self.dtype != "auto" and self.dtype not in self._attention.dtypes:  # e.g. flash-attn has no fp32 kernels
+            allowed = " or ".join(self._attention.dtypes)
+            raise ConfigError(f"attn={self.attn} runs only in {allowed}; choose dtype {allowed} (or auto on a GPU)")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
     @property
+    def _attention(self) -> attention.Attention:
+        return attention.REGISTRY[self.attn]
+
+    @property
     def sdpa_backend(self) -> str | None:
         """The forced SDPA backend of `sdpa:<backend>`, or None."""
-        return self.attn.split(":", 1)[1] if self.attn.startswith("sdpa:") else None
+        return self._attention.sdpa_backend
 
     @property
     def transformers_attn(self) -> str:
         """The `attn_implementation` handed to transformers (forced SDPA backends are plain `sdpa` there)."""
-        return "sdpa" if self.attn.startswith("sdpa") else self.attn
+        return self._attention.transformers
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

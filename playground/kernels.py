@@ -3,7 +3,8 @@
 transformers and torch fall back quietly (a mask rules out SDPA's flash backend, a missing package
 swaps in another path), so the engine profiles one short separate pass and names the attention
 ops and GPU kernels it saw in the prefill step and in the decode steps. Each name maps to a
-family; a family outside what was requested is a fallback, shown to the user.
+family; a family outside what was requested (its entry in `playground.attention`) is a fallback,
+shown to the user.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+
+from playground.attention import REGISTRY
 
 # (family, pattern on op or kernel names). Order matters: the first match wins.
 FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
@@ -28,20 +31,6 @@ FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
 FLEX_UNFUSED = ("flex_attention compiles a kernel per input shape; past torch._dynamo's recompile limit it runs "
                 "unfused, materialising the full score matrix (a new process compiles it again)")
 EAGER_MARK = re.compile(r"^aten::_?softmax$")
-SDPA_FAMILIES = {"sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math"}
-
-EXPECTED: dict[str, set[str]] = {
-    "eager": {"eager"},
-    "sdpa": SDPA_FAMILIES,
-    "sdpa:flash": {"sdpa-flash"},
-    "sdpa:efficient": {"sdpa-efficient"},
-    "sdpa:cudnn": {"sdpa-cudnn"},
-    "sdpa:math": {"sdpa-math"},
-    "flash_attention_2": {"flash-attn"},
-    "flash_attention_3": {"flash-attn"},
-    "flash_attention_4": {"flash-attn"},
-    "flex_attention": {"flex"},
-}
 
 
 def family_of(name: str) -> str | None:
@@ -71,15 +60,15 @@ def classify(names: list[str]) -> PhaseKernels:
 
 
 def fallback(requested: str, phases: dict[str, PhaseKernels]) -> str | None:
-    """A sentence naming each phase whose kernels are not what was requested, or None."""
-    expected = EXPECTED[requested]
+    """A sentence naming each phase whose kernels are not what was requested (its registry families), or None."""
+    expected = REGISTRY[requested].families
     problems = []
     for phase, seen in phases.items():
         if not seen.families:
             problems.append(f"{phase}: no attention kernel was recognised")
         elif not set(seen.families) <= expected:
             problems.append(f"{phase}: requested {requested} but {', '.join(seen.families)} ran")
-    if requested == "flex_attention" and any("eager" in seen.families for seen in phases.values()):
+    if "flex" in expected and any("eager" in seen.families for seen in phases.values()):
         problems.append(FLEX_UNFUSED)
     return "; ".join(problems) or None
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from playground.attention import REGISTRY
+
 KV_READS = ("filled", "allocated", "none")
-FILLED_STATIC_PATHS = {("fast", "flash_attention_2")}  # (backend, attn) that read only the filled static cache
 
 
 def decode_weight_bytes(model) -> int:
@@ -32,10 +33,11 @@ def decode_weight_bytes(model) -> int:
 
 
 def kv_read(use_cache: bool, cache_impl: str, backend: str, attn: str) -> str:
-    """Which part of the KV cache a decode step's attention reads (see the module docstring)."""
+    """Which part of the KV cache a decode step's attention reads (see the module docstring); over a static
+    cache, the attention's registry entry says which backends read only the filled part."""
     if not use_cache:
         return "none"
-    if cache_impl == "dynamic" or (backend, attn) in FILLED_STATIC_PATHS:
+    if cache_impl == "dynamic" or backend in REGISTRY[attn].filled_static:
         return "filled"
     return "allocated"
 

@@ -29,7 +29,9 @@ def test_defaults_are_valid_and_round_trip():
         (dict(prompt="a\ud800b"), "invalid Unicode"),
         (dict(prompt_tokens=0), "prompt_tokens must be"),
         (dict(prompt="a", model=" "), "model is empty"),
-        (dict(prompt="a", backend="fast", cache_impl="static", attn="flex_attention"), "SDPA or flash-attn only"),
+        (dict(prompt="a", backend="fast", cache_impl="static", attn="flex_attention"),
+         "takes attn sdpa, sdpa:<backend> or flash_attention_2 only"),
+        (dict(prompt="a", backend="fast"), "own static KV cache"),
         (dict(prompt="a", backend="fast", cache_impl="static", attn="eager"), "not eager"),
     ],
 )

@@ -7,6 +7,7 @@ here with a reason the engine can show as is.
 
 from __future__ import annotations
 
+from playground.attention import listed, loads_for, taken_by
 from playground.fast.fuse import fusable_reason
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
@@ -21,14 +22,12 @@ def _architecture_reason(model) -> str | None:
     return None
 
 
-ATTENTIONS = ("sdpa", "flash_attention_2")  # as loaded; sdpa:<backend> loads sdpa and forces a kernel
-
-
 def _attention_reason(model) -> str | None:
+    """The model's attention as loaded (a forced SDPA backend loads plain sdpa) must be one the registry gives fast."""
     attn = getattr(model.config, "_attn_implementation", None)
-    if attn not in ATTENTIONS:
+    if attn not in loads_for("fast"):
         return (f"the fast backend computes attention with scaled_dot_product_attention or flash-attn, but the model "
-                f"was loaded with attn_implementation={attn}; load it with sdpa, sdpa:<backend> or flash_attention_2")
+                f"was loaded with attn_implementation={attn}; load it with {listed(taken_by('fast'))}")
     return None
 
 

@@ -6,9 +6,10 @@ Run on the GPU machine: `python -m pytest -m gpu tests/gpu`. Skipped where there
 import pytest
 
 from playground import capabilities
+from playground.attention import REGISTRY
 from playground.config import ConfigError, RunConfig
 from playground.engine import run
-from playground.kernels import EXPECTED, classify, fallback
+from playground.kernels import classify, fallback
 
 pytestmark = pytest.mark.gpu
 BASE = dict(model="tiny-random-llama", device="cuda", prompt_tokens=256, new_tokens=16, repeats=1, warmup=1)
@@ -34,12 +35,12 @@ def test_path_runs_and_prefill_kernels_match_the_request(attn, dtype, use_cache)
         return
     assert record.status == "ok", record.reason
     assert record.tokens_generated == 16
-    assert set(record.attn_families["prefill"]) <= EXPECTED[attn], record.attn_kernels
+    assert set(record.attn_families["prefill"]) <= REGISTRY[attn].families, record.attn_kernels
     # where a decode step's GPU time went: real kernels, largest first
     per_step = [us for _, us in record.decode_top_kernels]
     assert per_step and per_step == sorted(per_step, reverse=True) and per_step[-1] > 0
     # decode may legitimately fall back (a mask rules a backend out); then the record must say so
-    if not set(record.attn_families["decode"]) <= EXPECTED[attn]:
+    if not set(record.attn_families["decode"]) <= REGISTRY[attn].families:
         assert record.fallback and "decode" in record.fallback
 
 
