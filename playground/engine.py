@@ -5,13 +5,15 @@ as it is produced, and ends with one `Result` whose record holds every figure. T
 and the tests all just iterate it.
 
 Why the numbers can be trusted:
-- every clock read follows a device synchronize (in `_Recorder.put`, which transformers calls once
+- every clock read follows a device synchronize (in `_Recorder.put`, which every backend calls once
   before prefill and once after each step), so host timestamps are when the GPU finished;
 - prefill (TTFT) and decode (tok/s) are separate figures; decode never includes prefill;
 - warm-up passes, and the cold first pass that pays for compilation, are timed and reported apart
   from the steady-state repeats;
 - kernel names and GPU busy % come from one extra profiled pass, never from the timed repeats;
 - device work runs under one lock, so two runs never interleave on the device.
+
+What generates is the configured backend (`playground.backends`); the engine never asks which.
 """
 
 from __future__ import annotations
@@ -30,13 +32,12 @@ from typing import Any, Iterator
 
 import psutil
 import torch
-from transformers import CompileConfig, StoppingCriteria, StoppingCriteriaList
+from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from playground import capabilities, kernels, memory, roofline
+from playground import attention, backends, capabilities, kernels, memory, roofline
 from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
-from playground.fast import fast_generate, unsupported_reason
 from playground.hardware import memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
                                hub_download_bytes, matmul_shape, model_source)
@@ -140,7 +141,7 @@ class _Recorder(BaseStreamer):
 
     def put(self, value: torch.Tensor) -> None:
         # A token already on the host was computed before it was copied, so its clock read needs no
-        # device-wide sync (which would also wait for a step the fast backend queued after it).
+        # device-wide sync (which would also wait for a step a backend queued after it).
         if self.prefill_start is None or value.device.type != "cpu":
             synchronize(self.device)
         now = time.perf_counter()
@@ -182,15 +183,6 @@ class IncrementalDecoder:
         return ""
 
 
-def _sdpa_context(backend: str | None):
-    if backend is None:
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel({"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-                        "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}[backend])
-
-
 _NOT_COMPILED = object()
 _compiled_sdpa_backend: object = _NOT_COMPILED  # forced SDPA backend of the process's compiled graphs
 
@@ -215,14 +207,6 @@ def _compiling_under(backend: str | None) -> contextlib.AbstractContextManager:
     if backend is None:
         return contextlib.nullcontext()
     return torch.compiler.config.patch(force_disable_caches=True)
-
-
-def _cache_bytes(cache) -> int:
-    """Bytes held by a transformers cache (keys, values and any other per-layer state)."""
-    if cache is None:
-        return 0
-    return sum(v.numel() * v.element_size() for layer in getattr(cache, "layers", [])
-               for v in vars(layer).values() if isinstance(v, torch.Tensor))
 
 
 class _RssGrowth:
@@ -258,34 +242,6 @@ class _RssGrowth:
         return self.peak - self.start
 
 
-def _generate_kwargs(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int) -> dict[str, Any]:
-    tok = lm.tokenizer
-    kwargs: dict[str, Any] = dict(
-        input_ids=input_ids,
-        attention_mask=torch.ones_like(input_ids),
-        max_new_tokens=new_tokens,
-        do_sample=not config.greedy,
-        use_cache=config.use_cache,
-        pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
-        return_dict_in_generate=True,
-    )
-    if config.mode == "benchmark":
-        kwargs["min_new_tokens"] = new_tokens  # EOS cannot end a benchmark run early
-    if not config.greedy:
-        kwargs.update(temperature=config.temperature, top_k=0, top_p=1.0)
-    else:
-        kwargs.update(temperature=None, top_k=None, top_p=None)
-    if config.use_cache and config.cache_impl == "static":
-        kwargs["cache_implementation"] = "static"
-    if config.compile == "off":
-        kwargs["disable_compile"] = True  # transformers would otherwise compile decode with a static cache
-    else:
-        compile_config = CompileConfig(mode=config.compile, fullgraph=False)
-        compile_config._compile_all_devices = True  # let CPU users see compile too
-        kwargs["compile_config"] = compile_config
-    return kwargs
-
-
 def _drain(sink: queue.SimpleQueue) -> list:
     """Wait for the next item, then let more pile up for POLL_S and take them all.
 
@@ -299,15 +255,15 @@ def _drain(sink: queue.SimpleQueue) -> list:
     return items
 
 
-def _generate_on_device(generate_fn, kwargs: dict[str, Any], config: RunConfig, device: str,
+def _generate_on_device(backend: backends.Backend, call: functools.partial, config: RunConfig, device: str,
                         profile: bool) -> dict[str, Any]:
-    """One timed generate call on the device thread: clock reads after a sync; optionally under the profiler."""
+    """One timed generate `call` on the device thread: clock reads after a sync; optionally under the profiler."""
     result: dict[str, Any] = {}
     torch.manual_seed(config.seed)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     rss = _RssGrowth() if device == "cpu" else contextlib.nullcontext()
-    with rss, torch.inference_mode(), _sdpa_context(config.sdpa_backend):
+    with rss, torch.inference_mode(), attention.sdpa_context(config.attn):
         result["inference_mode"] = torch.is_inference_mode_enabled()
         synchronize(device)
         result["call_start"] = time.perf_counter()
@@ -316,13 +272,13 @@ def _generate_on_device(generate_fn, kwargs: dict[str, Any], config: RunConfig, 
             if device == "cuda":
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             with torch.profiler.profile(activities=activities) as prof:
-                out = generate_fn(**kwargs)
+                out = call()
             result["phases"] = kernels.phases_from_profile(prof)
         else:
-            out = generate_fn(**kwargs)
+            out = call()
         synchronize(device)
         result["end"] = time.perf_counter()
-    result["kv"] = _cache_bytes(out.past_key_values)
+    result["kv"] = backend.kv_cache_bytes(out)
     # what the call used beyond the weights: CUDA's peak counts them, the RSS growth does not
     result["mem"] = torch.cuda.max_memory_allocated() if device == "cuda" else rss.growth_bytes
     return result
@@ -334,17 +290,15 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
     sink: queue.SimpleQueue = queue.SimpleQueue()
     done = object()
     recorder = _Recorder(lm.device, sink, mark_phases=profile)
-    kwargs = _generate_kwargs(config, lm, input_ids, new_tokens)
-    kwargs.update(streamer=recorder, stopping_criteria=StoppingCriteriaList([_StopOnEvent(stop)]))
-    generate_fn = lm.model.generate
-    if config.backend == "fast":
-        generate_fn = functools.partial(fast_generate, lm.model, compile_mode=config.compile)
+    backend = backends.get(config.backend)
+    call = functools.partial(backend.generate, config, lm, input_ids, new_tokens, recorder,
+                             StoppingCriteriaList([_StopOnEvent(stop)]))
 
     def work() -> dict[str, Any]:
         try:
             compiling = contextlib.nullcontext() if config.compile == "off" else _compiling_under(config.sdpa_backend)
             with compiling:
-                return _generate_on_device(generate_fn, kwargs, config, lm.device, profile)
+                return _generate_on_device(backend, call, config, lm.device, profile)
         finally:
             sink.put(done)  # wakes the consumer whether generate returned or raised
 
@@ -400,18 +354,6 @@ def _blank_record(config: RunConfig) -> RunRecord:
         prompt_tokens=config.prompt_tokens, new_tokens=config.new_tokens, mode=config.mode,
         repeats=config.repeats, warmup=config.warmup, label=config.label, config=config.to_dict(),
     )
-
-
-def _compiled_description(config: RunConfig, lm: LoadedModel) -> str:
-    if config.compile == "off":
-        return ""
-    if config.backend == "fast":
-        return (f"decode step: torch.compile(decode_one_token, mode={config.compile}, fullgraph=True) by the fast "
-                "backend, replayed as one CUDA graph per token; prefill compiled with dynamic shapes")
-    if getattr(lm.model, "_compiled_call", None) is None:
-        return ""
-    return (f"decode step: torch.compile(model.__call__, mode={config.compile}) by transformers generate; "
-            "prefill runs eager")
 
 
 def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: PassOutput,
@@ -521,11 +463,10 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         record.fallback = f"transformers loaded attn_implementation={lm.attn_effective} instead of {config.transformers_attn}"
     input_ids = _prompt_ids(config, lm)
     record.prompt_tokens = input_ids.shape[1]
-    if config.backend == "fast":
-        reason = unsupported_reason(lm.model, total_tokens=input_ids.shape[1] + config.new_tokens,
-                                    compile_mode=config.compile)
-        if reason:
-            raise ConfigError(f"backend=fast cannot run this: {reason}")
+    backend = backends.get(config.backend)
+    reason = backend.unsupported(config, lm, input_ids.shape[1] + config.new_tokens)
+    if reason:
+        raise ConfigError(f"backend={config.backend} cannot run this: {reason}")
 
     passes = [("warmup", i + 1, config.warmup) for i in range(config.warmup)]
     passes += [("repeat", i + 1, config.repeats) for i in range(config.repeats)]
@@ -534,9 +475,10 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         detail = "first call: compiling" if not outputs and config.compile != "off" else ""
         yield Phase(phase, detail, index, total)
         outputs.append((yield from _run_pass(config, lm, input_ids, config.new_tokens, stop, f"{phase} {index}/{total}")))
-    record.compiled = _compiled_description(config, lm)
+    record.compiled = backend.compiled(config, lm)
     if config.compile != "off" and not record.compiled:
-        record.fallback = "; ".join(filter(None, [record.fallback, "compile was requested but transformers did not compile"]))
+        record.fallback = "; ".join(filter(None, [record.fallback,
+                                                 f"compile was requested but {config.backend} did not compile"]))
     _fill_figures(record, config, lm, outputs[0], outputs[config.warmup:])
 
     if config.profile_kernels:

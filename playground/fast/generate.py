@@ -19,14 +19,12 @@ from typing import Callable, Sequence
 import torch
 
 from playground.compat import cudagraph_trees_in_this_thread
+from playground.config import COMPILE_MODES
 from playground.fast.forward import decode_one_token, prefill
 from playground.fast.fuse import fused_layers, mark_fused_static
 from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
 from playground.fast.support import unsupported_reason
 
-# torch.compile mode of the prefill for each requested mode: no CUDA graphs for variable lengths
-PREFILL_COMPILE_MODES = {"default": None, "reduce-overhead": None, "max-autotune": "max-autotune-no-cudagraphs"}
-COMPILE_MODES = ("off", *PREFILL_COMPILE_MODES)
 
 
 @dataclass
@@ -69,6 +67,11 @@ def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:
     return options
 
 
+def _prefill_compile_mode(compile_mode: str) -> str | None:
+    """The prefill's torch.compile mode: the decode step's without CUDA graphs (one graph per prompt length)."""
+    return "max-autotune-no-cudagraphs" if compile_mode == "max-autotune" else None
+
+
 def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill: bool) -> tuple[Callable, Callable]:
     """(prefill, decode_one_token) for `compile_mode`, compiled once per state and SDPA choice and kept with it.
 
@@ -91,7 +94,7 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
 
         prefill_fn = prefill
         if compile_prefill:
-            prefill_fn = torch.compile(prefill, mode=PREFILL_COMPILE_MODES[compile_mode], dynamic=True, fullgraph=True)
+            prefill_fn = torch.compile(prefill, mode=_prefill_compile_mode(compile_mode), dynamic=True, fullgraph=True)
         state.compiled[key] = (prefill_fn, decode_step)
     return state.compiled[key]
 
@@ -124,7 +127,7 @@ def _stop_requested(criteria: Sequence[Callable], ids: torch.Tensor, scores: tor
 
 
 def _check_request(model, input_ids, attention_mask, max_new_tokens, min_new_tokens, do_sample, temperature,
-                   top_k, top_p, use_cache, compile_mode) -> None:
+                   top_k, top_p, compile_mode) -> None:
     if compile_mode not in COMPILE_MODES:
         raise ValueError(f"compile_mode={compile_mode!r} is not one of: {', '.join(COMPILE_MODES)}")
     reason = unsupported_reason(model, total_tokens=input_ids.shape[1] + max_new_tokens, compile_mode=compile_mode)
@@ -142,8 +145,6 @@ def _check_request(model, input_ids, attention_mask, max_new_tokens, min_new_tok
     if do_sample and (top_k not in (None, 0) or top_p not in (None, 1.0)):
         raise ValueError(f"the fast backend samples from the full distribution; top_k={top_k}, top_p={top_p} "
                          "are not implemented")
-    if not use_cache:
-        raise ValueError("the fast backend always decodes with its static KV cache; use_cache=False cannot run")
 
 
 def fast_generate(model, *, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -151,7 +152,7 @@ def fast_generate(model, *, input_ids: torch.Tensor, attention_mask: torch.Tenso
                   temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
                   streamer=None, stopping_criteria: Sequence[Callable] | None = None, compile_mode: str = "off",
                   eos_token_id: int | list[int] | None = None, pad_token_id: int | None = None,
-                  use_cache: bool = True, compile_prefill: bool = True, **ignored) -> FastOutput:
+                  compile_prefill: bool = True) -> FastOutput:
     """Generate like `model.generate(...)` (greedy or temperature sampling) with the fast decoder.
 
     `streamer.put` gets the prompt (batch, prompt_len) on the CPU before prefill, then each new
@@ -159,11 +160,10 @@ def fast_generate(model, *, input_ids: torch.Tensor, attention_mask: torch.Tenso
     `pad_token_id`, as generate does); `min_new_tokens` masks EOS until reached. `compile_mode`
     other than "off" (CUDA only) compiles the decode step for CUDA-graph replay, and the prefill
     with dynamic shapes unless `compile_prefill` is False. Raises ValueError with the reason for
-    anything it cannot run. `ignored` takes generate-only kwargs (`return_dict_in_generate`,
-    `cache_implementation`, `disable_compile`, `compile_config`, ...).
+    anything it cannot run. It always decodes from its own static KV cache.
     """
     _check_request(model, input_ids, attention_mask, max_new_tokens, min_new_tokens, do_sample, temperature,
-                   top_k, top_p, use_cache, compile_mode)
+                   top_k, top_p, compile_mode)
     batch, prompt_len = input_ids.shape
     min_new = min_new_tokens or 0
     eos = _eos_ids(model, eos_token_id)

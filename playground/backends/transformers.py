@@ -1,0 +1,48 @@
+"""The transformers backend: `model.generate` as shipped, with transformers' own caches and torch.compile."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from transformers import CompileConfig
+
+from playground.backends.request import generate_kwargs
+from playground.config import RunConfig
+from playground.loader import LoadedModel
+
+
+def unsupported(config: RunConfig, lm: LoadedModel, total_tokens: int) -> str | None:
+    return None  # generate runs whatever transformers loaded
+
+
+def generate(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int, streamer,
+             stopping_criteria: Sequence) -> Any:
+    kwargs = generate_kwargs(config, lm, input_ids, new_tokens)
+    kwargs.update(use_cache=config.use_cache, return_dict_in_generate=True, streamer=streamer,
+                  stopping_criteria=stopping_criteria)
+    if config.use_cache and config.cache_impl == "static":
+        kwargs["cache_implementation"] = "static"
+    if config.compile == "off":
+        kwargs["disable_compile"] = True  # transformers would otherwise compile decode with a static cache
+    else:
+        compile_config = CompileConfig(mode=config.compile, fullgraph=False)
+        compile_config._compile_all_devices = True  # let CPU users see compile too
+        kwargs["compile_config"] = compile_config
+    return lm.model.generate(**kwargs)
+
+
+def kv_cache_bytes(output: Any) -> int:
+    """Bytes held by a transformers cache (keys, values and any other per-layer state)."""
+    cache = output.past_key_values
+    if cache is None:
+        return 0
+    return sum(v.numel() * v.element_size() for layer in getattr(cache, "layers", [])
+               for v in vars(layer).values() if isinstance(v, torch.Tensor))
+
+
+def compiled(config: RunConfig, lm: LoadedModel) -> str:
+    if config.compile == "off" or getattr(lm.model, "_compiled_call", None) is None:
+        return ""
+    return (f"decode step: torch.compile(model.__call__, mode={config.compile}) by transformers generate; "
+            "prefill runs eager")
