@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from playground.attention import FLASH_FAMILIES, FLASH_REQUESTS
 from playground.metrics import first_difference, means_differ, speedup
 from playground.record import RunRecord
 
-FLASH_REQUESTS = {"flash_attention_2", "flash_attention_3", "flash_attention_4", "sdpa:flash"}
-FLASH_FAMILIES = {"flash-attn", "sdpa-flash"}
 # The headline figures compared between A and B: name -> (record field, whether higher is better).
 HEADLINES = {"ttft": ("ttft_ms", False), "decode": ("decode_tok_s", True)}
 
