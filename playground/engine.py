@@ -40,7 +40,7 @@ from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
 from playground.hardware import memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
-                               hub_download_bytes, matmul_shape, model_source)
+                               hub_download_bytes, matmul_shape, max_context, model_source)
 from playground.metrics import PassTiming, prefill_flops, summarize
 from playground.record import RunRecord, environment
 
@@ -327,23 +327,27 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
                       result.get("phases", {}))
 
 
-def _prompt_ids(config: RunConfig, lm: LoadedModel) -> torch.Tensor:
-    tok = lm.tokenizer
+def prompt_ids(config: RunConfig, tokenizer, model_config) -> torch.Tensor:
+    """The prompt's ids, (1, n) on the CPU: the text tokenized, or a seeded synthetic prompt of non-special ids.
+
+    Refuses an empty prompt and one that with the new tokens overflows the model's context. Needs no
+    weights, so the UI runs the same check before Run.
+    """
     if config.prompt is not None:
-        ids = tok(config.prompt, return_tensors="pt")["input_ids"]
+        ids = tokenizer(config.prompt, return_tensors="pt")["input_ids"]
     else:
-        vocab = min(len(tok), lm.model.config.vocab_size)
-        special = set(tok.all_special_ids)
+        vocab = min(len(tokenizer), model_config.vocab_size)
+        special = set(tokenizer.all_special_ids)
         pool = torch.tensor([i for i in range(vocab) if i not in special])
         g = torch.Generator().manual_seed(config.seed)
         ids = pool[torch.randint(len(pool), (1, config.prompt_tokens), generator=g)]
     if ids.shape[1] == 0:
         raise ConfigError("the prompt encodes to zero tokens")
-    total = ids.shape[1] + config.new_tokens
-    if lm.max_context and total > lm.max_context:
+    total, context = ids.shape[1] + config.new_tokens, max_context(model_config)
+    if context and total > context:
         raise ConfigError(f"prompt ({ids.shape[1]} tokens) + new tokens ({config.new_tokens}) = {total} exceeds "
-                          f"the model's context of {lm.max_context} tokens")
-    return ids.repeat(config.batch_size, 1).to(lm.device)
+                          f"the model's context of {context} tokens")
+    return ids
 
 
 def _blank_record(config: RunConfig) -> RunRecord:
@@ -419,7 +423,7 @@ def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) ->
     record.fallback = "; ".join(notes) or None
 
 
-def _check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str) -> None:
+def check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str) -> None:
     """Refuse, with the numbers, a run whose weights and KV cache cannot fit in free memory."""
     key = cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code)
     # before tokenizing, a text prompt has at most one token per UTF-8 byte (plus specials)
@@ -454,14 +458,14 @@ def _load_with_progress(config: RunConfig, models: ModelCache, device: str, dtyp
 def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
     device, dtype = capabilities.check(config)
     record.device_effective, record.dtype_effective = device, dtype
-    _check_memory(config, models, device, dtype)
+    check_memory(config, models, device, dtype)
     lm, reused = yield from _load_with_progress(config, models, device, dtype)
     record.model_source, record.random_weights, record.num_params = lm.source, lm.random_weights, lm.num_params
     record.load_s, record.model_reused = (0.0 if reused else lm.load_s), reused
     record.attn_effective = lm.attn_effective
     if lm.attn_effective != config.transformers_attn:
         record.fallback = f"transformers loaded attn_implementation={lm.attn_effective} instead of {config.transformers_attn}"
-    input_ids = _prompt_ids(config, lm)
+    input_ids = prompt_ids(config, lm.tokenizer, lm.model.config).repeat(config.batch_size, 1).to(lm.device)
     record.prompt_tokens = input_ids.shape[1]
     backend = backends.get(config.backend)
     reason = backend.unsupported(config, lm, input_ids.shape[1] + config.new_tokens)

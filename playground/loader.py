@@ -54,7 +54,7 @@ class LoadedModel:
 
     @property
     def max_context(self) -> int | None:
-        return getattr(self.model.config, "max_position_embeddings", None)
+        return max_context(self.model.config)
 
     @property
     def param_bytes(self) -> int:
@@ -63,6 +63,11 @@ class LoadedModel:
     @property
     def num_params(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
+
+
+def max_context(model_config) -> int | None:
+    """The longest prompt + generation the model's positions allow; None where the config does not say."""
+    return getattr(model_config, "max_position_embeddings", None)
 
 
 MOE_CONFIG_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")

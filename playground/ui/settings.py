@@ -10,18 +10,10 @@ explains anything that cannot run.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING
 
 from playground.config import ATTENTIONS, COMPILE_MODES, SETTINGS, ConfigError, RunConfig
 from playground.hosting import HostingPolicy
-from playground.presets import PRESETS, noise_tokenizer
-
-if TYPE_CHECKING:
-    from playground.loader import LoadedModel
 
 SIDES = ("A", "B")
 READY_PROMPTS = {
@@ -86,37 +78,25 @@ def make_config(shared: SharedSettings, column: ColumnSettings, policy: HostingP
     return config
 
 
-@functools.lru_cache(maxsize=8)
-def _weightless(model: str) -> LoadedModel | None:
-    """The model's config and tokenizer without its weights, which is all the engine's prompt check reads;
-    None for a hub id (fetched only when it runs). Raises LoadError for a name that cannot load."""
-    from playground.loader import LoadedModel, load_config, model_source
+def _config_and_tokenizer(model: str):
+    """(model config, tokenizer) without the weights, or None for a hub id (fetched only when it runs).
+    Raises LoadError for a name that cannot load."""
+    from playground.loader import load_config, load_tokenizer, model_source
 
-    source = model_source(model)
-    if source == "hub":
+    if model_source(model) == "hub":
         return None
-    config = load_config(model)
-    preset = PRESETS.get(model)
-    if preset is not None and preset.random_weights:
-        tokenizer = noise_tokenizer(config.vocab_size)
-    else:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(preset.path if preset else Path(model).expanduser()))
-    return LoadedModel(key=(model,), model=SimpleNamespace(config=config), tokenizer=tokenizer, source=source,
-                       random_weights=bool(preset and preset.random_weights), load_s=0.0, device="cpu", dtype="",
-                       attn_effective="")
+    return load_config(model), load_tokenizer(model)
 
 
 def context_of(model: str) -> int | None:
     """The model's context in tokens, as the loader reads it; None where unknown before it loads."""
-    from playground.loader import LoadError
+    from playground.loader import LoadError, max_context
 
     try:
-        probe = _weightless((model or "").strip())
+        probe = _config_and_tokenizer((model or "").strip())
     except (LoadError, ConfigError, OSError, ValueError):
         return None
-    return probe.max_context if probe is not None else None
+    return max_context(probe[0]) if probe is not None else None
 
 
 def check_model_fits(config: RunConfig, device: str, dtype: str) -> None:
@@ -127,15 +107,15 @@ def check_model_fits(config: RunConfig, device: str, dtype: str) -> None:
     from playground.loader import LoadError
 
     try:
-        probe = _weightless(config.model)
+        probe = _config_and_tokenizer(config.model)
         if probe is not None:
-            engine._check_memory(config, engine.MODELS, device, dtype)
+            engine.check_memory(config, engine.MODELS, device, dtype)
     except ConfigError:
         raise
     except (LoadError, OSError, ValueError) as exc:  # a config or tokenizer that cannot be read
         raise ConfigError(str(exc)) from None
     if probe is not None:
-        engine._prompt_ids(config, probe)
+        engine.prompt_ids(config, probe[1], probe[0])
 
 
 def check_column(shared: SharedSettings, column: ColumnSettings,
