@@ -4,7 +4,8 @@ Records made before `playground.roofline` divided by every parameter byte plus t
 the end of the run. The measured tok/s and bandwidth do not change; only the bytes per step do, so
     new % = old % x (bytes read) / (bytes held)
 with both byte counts rebuilt from the record's model shape (on the meta device) and settings.
-Prints one markdown row per record that has a roofline figure.
+Prints one markdown row per record that has a roofline figure counted the old way (newer records say
+which part of the KV cache they counted, `roofline_kv_read`, and are left out).
 
     python scripts/rederive_roofline.py results/h200 > results/h200/roofline_rederived.md
 """
@@ -45,7 +46,7 @@ def rederive(old_pct: float, model: str, dtype: str, backend: str, attn: str, us
 def bench_rows(path: Path):
     for line in path.read_text().splitlines():
         r = json.loads(line)
-        if r.get("bandwidth_roofline_pct") is None:
+        if r.get("bandwidth_roofline_pct") is None or r.get("roofline_kv_read"):  # the latter: already bytes read
             continue
         new, kind = rederive(r["bandwidth_roofline_pct"], r["model"], r["dtype_effective"], r.get("backend", "transformers"), r["attn"],
                              r["use_cache"], r["cache_impl"], r["prompt_tokens"], r["tokens_generated"],
@@ -57,7 +58,7 @@ def fast_decode_rows(path: Path):
     data = json.loads(path.read_text())
     prompt, new_tokens = data["args"]["prompt_tokens"], data["args"]["new_tokens"]
     for r in data["rows"]:
-        if r.get("roofline_pct") is None:
+        if r.get("roofline_pct") is None or r.get("roofline_kv_read"):  # the latter: already bytes read
             continue
         # both backends held a static cache of prompt + new tokens (the fast one rounded to its multiple)
         held_tokens = prompt + new_tokens if r["backend"] == "transformers" else cache_len_for(prompt + new_tokens, None)
