@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.attention import FLASH_ATTN_INSTALL, REGISTRY  # noqa: F401  (the UI's install hint)
+from playground import quantization
+from playground.attention import FLASH_ATTN_INSTALL, REGISTRY, Package  # noqa: F401  (the UI's install hint)
 from playground.config import ConfigError, RunConfig
 
 FLASH_PACKAGES = {name: a.package for name, a in REGISTRY.items() if a.package}  # attn -> Package it needs
+QUANT_PACKAGES = {p.distribution: p for q in quantization.REGISTRY.values() for p in q.packages}
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ def _version(distribution: str) -> str | None:
 @functools.cache
 def host() -> Host:
     cuda = torch.cuda.is_available()
-    packages = {dist: _version(dist) for dist, _, _ in FLASH_PACKAGES.values()}
+    packages = {dist: _version(dist) for dist in [p.distribution for p in FLASH_PACKAGES.values()] + list(QUANT_PACKAGES)}
     if cuda:
         return Host(
             cuda=True,
@@ -69,13 +71,30 @@ def attention_unavailable(attn: str, device: str, dtype: str, h: Host) -> str | 
         return f"{attn} needs {' or '.join(a.dtypes_on(device))}"
     if device not in a.devices:
         return f"{attn} needs a CUDA GPU"
-    if device == "cuda" and a.min_capability and h.capability is not None and h.capability < a.min_capability:
-        (need, minor), (has, has_minor) = a.min_capability, h.capability
-        return f"{attn} needs compute capability {need}.{minor}+, {h.device_name} has {has}.{has_minor}"
-    package = a.package
+    return _too_old(attn, a.min_capability, device, h) or _missing(a.package, h)
+
+
+def _too_old(what: str, min_capability: tuple[int, int] | None, device: str, h: Host) -> str | None:
+    if device == "cuda" and min_capability and h.capability is not None and h.capability < min_capability:
+        (need, minor), (has, has_minor) = min_capability, h.capability
+        return f"{what} needs compute capability {need}.{minor}+, {h.device_name} has {has}.{has_minor}"
+    return None
+
+
+def _missing(package: Package | None, h: Host) -> str | None:
     if package and (h.packages.get(package.distribution) is None or importlib.util.find_spec(package.module) is None):
         return f"{package.distribution} not installed: {package.install}"
     return None
+
+
+def quantization_unavailable(quant: str, device: str, dtype: str, h: Host) -> str | None:
+    """Why `quant` cannot run on this device and dtype, or None when it can (the limits are its registry entry's)."""
+    q = quantization.REGISTRY[quant]
+    if device not in q.devices:
+        return f"{quant} needs a CUDA GPU"
+    if dtype not in q.dtypes:
+        return f"{quant} needs {' or '.join(q.dtypes)}"
+    return _too_old(quant, q.min_capability, device, h) or next(filter(None, (_missing(p, h) for p in q.packages)), None)
 
 
 def check(config: RunConfig, h: Host | None = None) -> tuple[str, str]:
@@ -90,4 +109,7 @@ def check(config: RunConfig, h: Host | None = None) -> tuple[str, str]:
     reason = attention_unavailable(config.attn, device, dtype, h)
     if reason:
         raise ConfigError(f"attn={config.attn} cannot run here: {reason}")
+    reason = quantization_unavailable(config.quant, device, dtype, h)
+    if reason:
+        raise ConfigError(f"quant={config.quant} cannot run here: {reason}")
     return device, dtype

@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground import attention, backends
+from playground import attention, backends, quantization
 from playground.presets import DEFAULT_MODEL
 
 DTYPES = ("auto", "fp32", "fp16", "bf16")
@@ -28,6 +28,7 @@ COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 DEVICES = ("auto", "cpu", "cuda")
 MODES = ("benchmark", "free")
 BACKENDS = backends.NAMES
+QUANTS = quantization.NAMES
 
 MAX_NEW_TOKENS = 32_768
 MAX_PROMPT_TOKENS = 131_072
@@ -83,6 +84,9 @@ class RunConfig:
                           column="dtype", effective=True)
     attn: str = _setting("sdpa", "attention implementation", "attention implementation", choices=ATTENTIONS,
                          side=True, sweep=True, load=True, column="attn")
+    quant: str = _setting("none", "weight quantization", "weight-only quantization of the linear layers (torchao)",
+                          choices=QUANTS, side=True, sweep=True, load=True, column="quant", effective=True,
+                          choice_labels={q.name: q.label for q in quantization.REGISTRY.values()})
     use_cache: bool = _setting(True, "KV cache", "KV cache", side=True, sweep=True, column="cache", flag="cache")
     cache_impl: str = _setting("dynamic", "cache impl", "KV cache layout", choices=CACHE_IMPLS, side=True,
                                sweep=True, column="cache impl")
@@ -176,6 +180,13 @@ class RunConfig:
         if self.dtype != "auto" and self.dtype not in self._attention.dtypes:  # e.g. flash-attn has no fp32 kernels
             allowed = " or ".join(self._attention.dtypes)
             raise ConfigError(f"attn={self.attn} runs only in {allowed}; choose dtype {allowed} (or auto on a GPU)")
+        quant = quantization.REGISTRY[self.quant]
+        if self.backend not in quant.backends:
+            raise ConfigError(f"quant={self.quant} runs on backend {' or '.join(quant.backends)} only: the fast "
+                              "backend fuses plain weight tensors, which quantized ones are not")
+        if self.dtype != "auto" and self.dtype not in quant.dtypes:
+            raise ConfigError(f"quant={self.quant} kernels take only {' or '.join(quant.dtypes)} activations; "
+                              f"choose dtype {' or '.join(quant.dtypes)}")
 
     @property
     def greedy(self) -> bool:

@@ -35,7 +35,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from playground import attention, backends, capabilities, kernels, memory, roofline
+from playground import attention, backends, capabilities, kernels, memory, quantization, roofline
 from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
 from playground.hardware import memory_bandwidth_gb_s, synchronize
@@ -352,7 +352,7 @@ def prompt_ids(config: RunConfig, tokenizer, model_config) -> torch.Tensor:
 
 def _blank_record(config: RunConfig) -> RunRecord:
     return RunRecord(
-        model=config.model, backend=config.backend, attn=config.attn, use_cache=config.use_cache,
+        model=config.model, backend=config.backend, quant=config.quant, attn=config.attn, use_cache=config.use_cache,
         cache_impl=config.cache_impl,
         dtype=config.dtype, compile=config.compile, device=config.device, batch_size=config.batch_size,
         prompt_tokens=config.prompt_tokens, new_tokens=config.new_tokens, mode=config.mode,
@@ -412,6 +412,7 @@ def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) ->
     phases = profiled.phases
     record.attn_kernels = {phase: seen.names for phase, seen in phases.items()}
     record.attn_families = {phase: seen.families for phase, seen in phases.items()}
+    record.matmul_kernels = {phase: seen.matmuls for phase, seen in phases.items()}
     decode = phases.get("decode")
     steps = profiled.timing.tokens - 1
     if decode and decode.kernel_us and steps > 0 and record.itl_ms_mean:
@@ -419,13 +420,14 @@ def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) ->
         # the profiler slows the host, so its own wall clock would understate how busy the GPU is.
         record.gpu_busy_pct = min(100.0, 100 * decode.kernel_us / steps / (record.itl_ms_mean * 1e3))
         record.decode_top_kernels = [(name, us / steps) for name, us in decode.top_kernels]
-    notes = [n for n in (record.fallback, kernels.fallback(config.attn, phases)) if n]
+    notes = [n for n in (record.fallback, kernels.fallback(config.attn, phases),
+                         kernels.quant_fallback(config.quant, phases)) if n]
     record.fallback = "; ".join(notes) or None
 
 
 def check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str) -> None:
     """Refuse, with the numbers, a run whose weights and KV cache cannot fit in free memory."""
-    key = cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code)
+    key = cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code, config.quant)
     # before tokenizing, a text prompt has at most one token per UTF-8 byte (plus specials)
     prompt_tokens = config.prompt_tokens or len(config.prompt.encode("utf-8")) + 2
     model_config = models.config_for(config.model, config.trust_remote_code)
@@ -440,13 +442,14 @@ def check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str)
 def _load_with_progress(config: RunConfig, models: ModelCache, device: str, dtype: str) -> Iterator[Phase]:
     """Load on the device thread, saying every LOAD_POLL_S how long it has taken and, for a hub id, how many
     bytes have arrived in the Hugging Face cache so far; returns (model, reused)."""
-    what = f"{config.model} ({dtype}, {config.transformers_attn}) on {device}"
+    quant = "" if config.quant == "none" else f", quantized {config.quant}"
+    what = f"{config.model} ({dtype}, {config.transformers_attn}{quant}) on {device}"
     yield Phase("loading", what)
     hub = model_source(config.model) == "hub"
     before = hub_download_bytes(config.model) if hub else 0
     start = time.perf_counter()
     future = DEVICE_THREAD.submit(models.get, config.model, device, dtype, config.transformers_attn,
-                                  config.trust_remote_code)
+                                  config.trust_remote_code, config.quant)
     while True:
         try:
             return future.result(timeout=LOAD_POLL_S)
@@ -465,6 +468,11 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
     record.attn_effective = lm.attn_effective
     if lm.attn_effective != config.transformers_attn:
         record.fallback = f"transformers loaded attn_implementation={lm.attn_effective} instead of {config.transformers_attn}"
+    record.quant_weights = quantization.quantized_weights(lm.model)
+    record.quant_effective = lm.quant if record.quant_weights else "none"
+    if record.quant_effective != config.quant:
+        record.fallback = "; ".join(filter(None, [record.fallback, f"quant={config.quant} was requested but "
+                                                  "torchao left every linear weight unquantized"]))
     input_ids = prompt_ids(config, lm.tokenizer, lm.model.config).repeat(config.batch_size, 1).to(lm.device)
     record.prompt_tokens = input_ids.shape[1]
     backend = backends.get(config.backend)

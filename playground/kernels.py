@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from playground import quantization
 from playground.attention import REGISTRY
 
 # (family, pattern on op or kernel names). Order matters: the first match wins.
@@ -27,6 +28,21 @@ FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("flex", r"flex_attention|FlexAttention|triton_tem_fused"),
     )
 )
+# Quantized-matmul families, for `playground.quantization` entries. UNVERIFIED until a GPU run records them:
+# names from torch's int8/int4 pack ops, torchao's mslk int4 kernels, `torch._scaled_mm` (fp8) and inductor's
+# fused kernels, which carry the dtype in their names only sometimes. On CPU torchao 0.18 runs int8 and fp8
+# weight-only as `aten::_to_copy` (dequantize) then `aten::mm`: no family here, so a fallback.
+QUANT_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (family, re.compile(pattern))
+    for family, pattern in (
+        ("int4-mm", r"mslk|_weight_int4pack_mm|tinygemm|int4.*(gemm|gemv|mm)"),
+        ("int8-mm", r"_weight_int8pack_mm|int8.*(gemm|gemv|mm)|_int_mm"),
+        ("fp8-mm", r"_scaled_mm|e4m3.*gemm|gemm.*e4m3|f8f8"),
+    )
+)
+# Every matmul op or kernel, recorded so a new kernel can be named after a run; the quantized ones above included.
+MATMUL = re.compile(r"^aten::(mm|addmm|bmm|matmul|linear)$|gemm|gemv|cutlass|cublas|mslk|_pack_mm|_int_mm|_scaled_mm"
+                    r"|int8|int4|fp8|e4m3")
 # Seen on the H200: after torch._dynamo's recompile limit (8 shapes) flex_attention stops compiling
 FLEX_UNFUSED = ("flex_attention compiles a kernel per input shape; past torch._dynamo's recompile limit it runs "
                 "unfused, materialising the full score matrix (a new process compiles it again)")
@@ -48,6 +64,15 @@ class PhaseKernels:
     families: list[str] = field(default_factory=list)
     kernel_us: float = 0.0  # summed GPU kernel time in this phase
     top_kernels: list[tuple[str, float]] = field(default_factory=list)  # (GPU kernel, summed µs), largest first
+    matmuls: list[str] = field(default_factory=list)  # matmul op and kernel names seen
+    quant_families: list[str] = field(default_factory=list)  # quantized-matmul families among them
+
+
+def matmul_families(names: list[str]) -> tuple[list[str], list[str]]:
+    """(matmul names seen, quantized-matmul families among them), each sorted and unique."""
+    matmuls = sorted({n for n in names if MATMUL.search(n)})
+    families = sorted({family for n in matmuls for family, pattern in QUANT_PATTERNS if pattern.search(n)})
+    return matmuls, families
 
 
 def classify(names: list[str]) -> PhaseKernels:
@@ -71,6 +96,20 @@ def fallback(requested: str, phases: dict[str, PhaseKernels]) -> str | None:
     if "flex" in expected and any("eager" in seen.families for seen in phases.values()):
         problems.append(FLEX_UNFUSED)
     return "; ".join(problems) or None
+
+
+def quant_fallback(requested: str, phases: dict[str, PhaseKernels]) -> str | None:
+    """A sentence naming each phase where no kernel of the requested quantization's families ran, or None."""
+    expected = quantization.REGISTRY[requested].families
+    if not expected:
+        return None
+    missing = [phase for phase, seen in phases.items() if not set(seen.quant_families) & expected]
+    if not missing:
+        return None
+    matmuls = sorted({name for phase in missing for name in phases[phase].matmuls})
+    return (f"requested quant={requested} but no {', '.join(sorted(expected))} kernel ran in {', '.join(missing)} "
+            f"(matmuls: {', '.join(matmuls) or 'none recognised'}): a dequantize-then-float-matmul path reads more "
+            "bytes per step than the unquantized model (or a kernel kernels.QUANT_PATTERNS does not name yet ran)")
 
 
 PHASE_PREFIX = "playground::"
@@ -103,6 +142,7 @@ def phases_from_profile(prof) -> dict[str, PhaseKernels]:
             if evt.device_type.name in ("CUDA", "PrivateUse1"):
                 timed.append((evt.name, evt.time_range.elapsed_us()))
         seen = classify(names)
+        seen.matmuls, seen.quant_families = matmul_families(names)
         seen.kernel_us = sum(us for _, us in timed)
         seen.top_kernels = top_kernels(timed)
         phases[phase] = seen

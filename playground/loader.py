@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from huggingface_hub.errors import StrictDataclassError
 
+from playground import quantization
 from playground.metrics import MatmulShape
 from playground.presets import PRESETS, noise_tokenizer, preset_config
 
@@ -51,6 +52,7 @@ class LoadedModel:
     device: str
     dtype: str
     attn_effective: str
+    quant: str = "none"  # the quantization applied after loading (playground.quantization)
 
     @property
     def max_context(self) -> int | None:
@@ -58,7 +60,7 @@ class LoadedModel:
 
     @property
     def param_bytes(self) -> int:
-        return sum(p.numel() * p.element_size() for p in self.model.parameters())
+        return sum(quantization.tensor_bytes(p) for p in self.model.parameters())
 
     @property
     def num_params(self) -> int:
@@ -224,8 +226,9 @@ def load_tokenizer(name: str, trust_remote_code: bool = False):
         raise LoadError(explain_load_error(name, source, exc)) from exc
 
 
-def cache_key(name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False) -> tuple:
-    return (name, device, dtype, attn, trust_remote_code)
+def cache_key(name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False,
+              quant: str = "none") -> tuple:
+    return (name, device, dtype, attn, trust_remote_code, quant)
 
 
 class ModelCache:
@@ -235,9 +238,10 @@ class ModelCache:
         self._loaded: LoadedModel | None = None
         self._lock = threading.Lock()
 
-    def get(self, name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False) -> tuple[LoadedModel, bool]:
-        """Return (model, reused)."""
-        key = cache_key(name, device, dtype, attn, trust_remote_code)
+    def get(self, name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False,
+            quant: str = "none") -> tuple[LoadedModel, bool]:
+        """Return (model, reused); `quant` quantizes the loaded weights in place, presets and checkpoints alike."""
+        key = cache_key(name, device, dtype, attn, trust_remote_code, quant)
         with self._lock:
             if self._loaded is not None and self._loaded.key == key:
                 return self._loaded, True
@@ -251,13 +255,14 @@ class ModelCache:
                 model, tokenizer = _from_pretrained(path, "local" if source == "preset" else source, device, dtype,
                                                     attn, trust_remote_code)
             model.eval()
+            quantization.quantize(model, quant)
             if device == "cuda":
                 torch.cuda.synchronize()
             self._loaded = LoadedModel(
                 key=key, model=model, tokenizer=tokenizer, source=source,
                 random_weights=source == "preset" and PRESETS[name].random_weights,
                 load_s=time.perf_counter() - start, device=device, dtype=dtype,
-                attn_effective=str(getattr(model.config, "_attn_implementation", attn)),
+                attn_effective=str(getattr(model.config, "_attn_implementation", attn)), quant=quant,
             )
             return self._loaded, False
 

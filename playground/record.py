@@ -34,12 +34,15 @@ class RunRecord:
     repeats: int
     warmup: int
     backend: str = "transformers"
+    quant: str = "none"
     status: str = "ok"  # ok | invalid | error | stopped
     reason: str = ""
     label: str = ""
     attn_effective: str | None = None
     dtype_effective: str | None = None
     device_effective: str | None = None
+    quant_effective: str | None = None  # the quantization the loaded weights carry (none if torchao left them)
+    quant_weights: str = ""  # e.g. "Int8Tensor: 29 of 29 linear weights" (playground.quantization)
     model_source: str | None = None
     random_weights: bool | None = None
     num_params: int | None = None
@@ -67,7 +70,7 @@ class RunRecord:
     # memory and hardware use
     peak_mem_mb: float | None = None
     peak_mem_kind: str | None = None  # cuda_max_allocated | weights_plus_rss_growth (CPU)
-    weights_mb: float | None = None  # parameter bytes held on the device
+    weights_mb: float | None = None  # parameter bytes held on the device, quantized tensors by their inner tensors
     kv_cache_mb: float | None = None
     gpu_busy_pct: float | None = None
     bandwidth_gb_s: float | None = None
@@ -80,6 +83,7 @@ class RunRecord:
     # proof
     attn_kernels: dict[str, list[str]] = field(default_factory=dict)
     attn_families: dict[str, list[str]] = field(default_factory=dict)
+    matmul_kernels: dict[str, list[str]] = field(default_factory=dict)  # matmul ops and kernels seen, per phase
     fallback: str | None = None
     decode_top_kernels: list[tuple[str, float]] = field(default_factory=list)  # (GPU kernel, µs per decode step)
     # output
@@ -110,7 +114,8 @@ class RunRecord:
             return self.label
         cache = f"cache {self.cache_impl}" if self.use_cache else "no cache"
         comp = "" if self.compile == "off" else f" compile:{self.compile}"
-        return f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype} {cache}{comp}"
+        quant = "" if self.quant == "none" else f" {self.quant}"
+        return f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype}{quant} {cache}{comp}"
 
 
 _FIELDS = {f.name for f in dataclasses.fields(RunRecord)}

@@ -15,13 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playground.attention import REGISTRY
+from playground.quantization import tensor_bytes
 
 KV_READS = ("filled", "allocated", "none")
 
 
 def decode_weight_bytes(model) -> int:
-    """Bytes of weights one decode step reads: all parameters, an untied input-embedding table as one row."""
-    total = sum(p.numel() * p.element_size() for p in model.parameters())  # shared (tied) tensors count once
+    """Bytes of weights one decode step reads: all parameters (quantized ones as the bytes they store), an
+    untied input-embedding table as one row."""
+    total = sum(tensor_bytes(p) for p in model.parameters())  # shared (tied) tensors count once
     embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if embed is None or getattr(embed, "weight", None) is None:
@@ -29,7 +31,7 @@ def decode_weight_bytes(model) -> int:
     table = embed.weight
     if output is not None and getattr(output, "weight", None) is not None and output.weight is table:
         return total  # tied: the head reads the whole table every step
-    return total - table.numel() * table.element_size() + table.shape[-1] * table.element_size()
+    return total - tensor_bytes(table) + tensor_bytes(table) // table.shape[0]
 
 
 def kv_read(use_cache: bool, cache_impl: str, backend: str, attn: str) -> str:

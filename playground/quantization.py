@@ -1,0 +1,85 @@
+"""Every weight quantization a run can ask for, as data: the one place that knows their names.
+
+Weight-only quantization stores the linear layers' weights in fewer bits (torchao tensor subclasses);
+decode, which reads every weight once per token, can only get faster if a kernel multiplies the
+narrow weights directly. A kernel that first dequantizes them to float and runs a plain matmul reads
+more bytes, not fewer, so the kernel proof (`families`) is as much a part of an entry as its needs.
+
+An entry says which torchao config makes it, bits per weight, where and in which dtypes it runs, what
+it needs installed, which kernel families prove a quantized matmul ran and which backends take it.
+The config's choices and refusals, the host checks, the loader, the kernel proof and the UI read it.
+
+No torch at import: the config and the UI read this module too; torchao is imported only to quantize.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.attention import DTYPES, Package
+
+TORCHAO = Package("torchao", "torchao", "pip install torchao==0.18.0")
+MSLK = Package("mslk-cuda", "mslk", "pip install mslk-cuda")  # torchao's int4 weight-only kernels
+
+
+@dataclass(frozen=True)
+class Quantization:
+    name: str  # what a run asks for
+    label: str  # UI wording
+    bits: int | None  # bits per quantized weight, scales aside (None: the dtype's own width)
+    torchao: str = ""  # the torchao.quantization config class that makes it; "": nothing to do
+    options: tuple[tuple[str, object], ...] = ()  # keyword arguments of that class
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    dtypes: tuple[str, ...] = DTYPES  # the activation dtypes its kernels take
+    min_capability: tuple[int, int] | None = None  # lowest CUDA compute capability
+    packages: tuple[Package, ...] = ()
+    families: frozenset[str] = frozenset()  # kernel families (playground.kernels.QUANT_PATTERNS) proving it ran
+    backends: tuple[str, ...] = ("transformers",)  # the generation backends (playground.backends) that take it
+
+
+# The fast backend fuses q/k/v and gate/up by concatenating plain weight tensors (playground/fast/fuse.py);
+# torchao's quantized tensors cannot be concatenated or viewed that way, so it takes only `none`.
+REGISTRY: dict[str, Quantization] = {q.name: q for q in (
+    Quantization("none", "none (the dtype's weights)", None, backends=("transformers", "fast")),
+    Quantization("int8", "int8 weight-only (torchao)", 8, "Int8WeightOnlyConfig", packages=(TORCHAO,),
+                 families=frozenset({"int8-mm"})),
+    Quantization("int4", "int4 weight-only, group 128 (torchao + mslk)", 4, "Int4WeightOnlyConfig",
+                 (("group_size", 128),), devices=("cuda",), dtypes=("bf16",), packages=(TORCHAO, MSLK),
+                 families=frozenset({"int4-mm"})),
+    Quantization("fp8", "fp8 e4m3 weight-only (torchao)", 8, "Float8WeightOnlyConfig", min_capability=(8, 9),
+                 packages=(TORCHAO,), families=frozenset({"fp8-mm"})),
+)}
+NAMES = tuple(REGISTRY)
+
+
+def quantize(model, name: str) -> None:
+    """Quantize `model`'s linear layers in place as `name` asks (torchao's default filter: every nn.Linear)."""
+    entry = REGISTRY[name]
+    if not entry.torchao:
+        return
+    import torchao.quantization
+
+    config = getattr(torchao.quantization, entry.torchao)(**dict(entry.options))
+    torchao.quantization.quantize_(model, config)
+
+
+def is_quantized(tensor) -> bool:
+    """A torchao tensor subclass: its data lives in inner tensors (`__tensor_flatten__`)."""
+    return hasattr(tensor, "__tensor_flatten__")
+
+
+def tensor_bytes(tensor) -> int:
+    """Bytes `tensor` really holds: a quantized one's inner tensors (int8 data, scales, zero points), not
+    its logical shape at its nominal dtype, which is what `numel() * element_size()` would count."""
+    if is_quantized(tensor):
+        inner, _ = tensor.__tensor_flatten__()
+        return sum(tensor_bytes(getattr(tensor, name)) for name in inner)
+    return tensor.numel() * tensor.element_size()
+
+
+def quantized_weights(model) -> str:
+    """What the loaded weights carry, e.g. "Int8Tensor: 29 of 29 linear weights"; "" when none is quantized."""
+    linear = [m.weight for m in model.modules() if type(m).__name__ == "Linear"]
+    kinds = sorted({type(w).__name__ for w in linear if is_quantized(w)})
+    count = sum(is_quantized(w) for w in linear)
+    return f"{', '.join(kinds)}: {count} of {len(linear)} linear weights" if count else ""

@@ -1,0 +1,105 @@
+"""Weight quantization as a lever: the registry, the refusals with reasons, the real bytes, and int8 on CPU for real."""
+
+import dataclasses
+import re
+
+import pytest
+import torch
+
+from playground import backends, capabilities, engine, kernels, quantization
+from playground.config import SETTINGS, ConfigError, RunConfig
+from playground.kernels import PhaseKernels, matmul_families, quant_fallback
+
+torchao = pytest.importorskip("torchao")
+PROMPT = "If the file does not exist, the function"
+H200 = capabilities.Host(cuda=True, device_name="H200", capability=(9, 0), bf16=True,
+                         packages={"torchao": "0.18.0", "mslk-cuda": None})
+A100 = dataclasses.replace(H200, device_name="A100", capability=(8, 0))
+
+
+def test_registry_and_setting_agree():
+    assert SETTINGS["quant"].choices == quantization.NAMES
+    assert SETTINGS["quant"].load and SETTINGS["quant"].side and SETTINGS["quant"].sweep
+    families = {family for family, _ in kernels.QUANT_PATTERNS}
+    for q in quantization.REGISTRY.values():
+        assert set(q.backends) <= set(backends.NAMES)
+        assert q.families <= families
+        assert bool(q.torchao) == bool(q.families) == (q.bits is not None)
+        assert q.torchao == "" or hasattr(__import__("torchao.quantization").quantization, q.torchao)
+
+
+def test_fast_backend_refuses_quantized_weights():
+    with pytest.raises(ConfigError, match="quant=int8 runs on backend transformers only"):
+        RunConfig(prompt_tokens=8, quant="int8", backend="fast", cache_impl="static")
+
+
+def test_int4_needs_bf16_before_anything_loads():
+    with pytest.raises(ConfigError, match="quant=int4 kernels take only bf16"):
+        RunConfig(prompt_tokens=8, quant="int4", dtype="fp32")
+
+
+@pytest.mark.parametrize("quant, host, reason", [
+    ("int4", None, "int4 needs a CUDA GPU"),
+    ("int4", H200, "mslk-cuda not installed: pip install mslk-cuda"),
+    ("fp8", A100, "fp8 needs compute capability 8.9+, A100 has 8.0"),
+    ("int8", dataclasses.replace(H200, packages={"torchao": None}), "torchao not installed: pip install torchao"),
+])
+def test_host_refusals_name_the_reason(quant, host, reason):
+    host = host or capabilities.host()
+    device = "cuda" if host.cuda else "cpu"
+    with pytest.raises(ConfigError, match=re.escape(f"quant={quant} cannot run here: {reason}")):
+        capabilities.check(RunConfig(prompt_tokens=8, quant=quant, device=device, dtype="bf16"), host)
+
+
+def test_int4_refusal_on_cpu_comes_from_the_engine_before_loading():
+    record = engine.run(RunConfig(prompt_tokens=8, quant="int4", device="cpu", dtype="bf16", new_tokens=2))
+    assert record.status == "invalid" and "int4 needs a CUDA GPU" in record.reason
+
+
+def test_quantized_bytes_are_the_inner_tensors():
+    layer = torch.nn.Sequential(torch.nn.Linear(256, 128, bias=False))
+    quantization.quantize(layer, "int8")
+    weight = layer[0].weight
+    assert quantization.is_quantized(weight)
+    assert weight.numel() * weight.element_size() == 256 * 128 * 4  # what the old count would say
+    assert quantization.tensor_bytes(weight) == 256 * 128 + 128 * 4 + 128  # int8 data, fp32 scale, int8 zero point
+
+
+@pytest.mark.parametrize("name, family", [
+    ("aten::_weight_int8pack_mm", "int8-mm"),
+    ("aten::_weight_int4pack_mm", "int4-mm"),
+    ("aten::_scaled_mm", "fp8-mm"),
+    ("aten::mm", None),
+])
+def test_quantized_matmul_families(name, family):
+    assert matmul_families([name, "aten::_to_copy", "aten::add"]) == ([name], [family] if family else [])
+
+
+def test_dequantize_path_is_a_fallback_and_none_never_is():
+    phases = {"decode": PhaseKernels(matmuls=["aten::mm"])}
+    assert "no int8-mm kernel ran in decode (matmuls: aten::mm)" in quant_fallback("int8", phases)
+    assert quant_fallback("none", phases) is None
+    assert quant_fallback("int8", {"decode": PhaseKernels(matmuls=["x"], quant_families=["int8-mm"])}) is None
+
+
+@pytest.fixture(scope="module")
+def fp32_and_int8():
+    base = RunConfig(model="stdlib-llama-tiny", prompt=PROMPT, new_tokens=16, repeats=1, device="cpu")
+    return engine.run(base), engine.run(base.replace(quant="int8"))
+
+
+def test_int8_runs_on_cpu_with_smaller_weights_and_the_same_first_tokens(fp32_and_int8):
+    fp32, int8 = fp32_and_int8
+    assert (fp32.status, int8.status) == ("ok", "ok"), int8.reason
+    assert (int8.quant, int8.quant_effective, fp32.quant_effective) == ("int8", "int8", "none")
+    assert int8.quant_weights.startswith("Int8Tensor: ")
+    assert int8.weights_mb < 0.5 * fp32.weights_mb  # the embedding table stays fp32
+    assert int8.output_ids[:4] == fp32.output_ids[:4]
+    assert "int8" in int8.name
+
+
+def test_int8_on_cpu_is_flagged_as_dequantized(fp32_and_int8):
+    fp32, int8 = fp32_and_int8
+    assert fp32.fallback is None
+    assert "no int8-mm kernel ran in prefill, decode" in int8.fallback
+    assert "aten::mm" in int8.matmul_kernels["decode"]
