@@ -103,3 +103,20 @@ def test_int8_on_cpu_is_flagged_as_dequantized(fp32_and_int8):
     assert fp32.fallback is None
     assert "no int8-mm kernel ran in prefill, decode" in int8.fallback
     assert "aten::mm" in int8.matmul_kernels["decode"]
+
+
+def test_int8_keeps_the_shipped_models_perplexity_and_logits():
+    """Measured on CPU: fp32 68.53, int8 68.51; a broken quantization would move it far past 5%."""
+    from pathlib import Path
+
+    from playground import quality
+    from playground.loader import ModelCache
+
+    texts = quality.heldout_texts(Path(__file__).parent / "models" / "data" / "heldout_sample.jsonl")[:8]
+    fp32 = ModelCache().get("stdlib-llama-tiny", "cpu", "fp32", "sdpa")[0]
+    int8 = ModelCache().get("stdlib-llama-tiny", "cpu", "fp32", "sdpa", quant="int8")[0]
+    assert quality.perplexity(int8.model, int8.tokenizer, texts) < 1.05 * quality.perplexity(
+        fp32.model, fp32.tokenizer, texts)
+    ids = fp32.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
+    error = quality.logit_error(quality.logits(int8.model, ids), quality.logits(fp32.model, ids))
+    assert 0 < error.relative < 0.05

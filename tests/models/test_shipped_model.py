@@ -8,7 +8,6 @@ network.  Thresholds come from ``results/training/report.json``.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -21,6 +20,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from playground import quality  # noqa: E402  (needs torch, skipped above without it)
+
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = ROOT / "assets" / "models" / "stdlib-llama-tiny"
 HELDOUT_SAMPLE = Path(__file__).parent / "data" / "heldout_sample.jsonl"
@@ -28,7 +29,7 @@ HELDOUT_SAMPLE = Path(__file__).parent / "data" / "heldout_sample.jsonl"
 # Training report: perplexity 68.5 on HELDOUT_SAMPLE (68.5 again on CPU);
 # 15% headroom lets numerics move but not a damaged checkpoint.
 MAX_SAMPLE_PPL = 68.53 * 1.15
-SEQ_LEN = 512  # the window the report's loss was computed with
+SEQ_LEN = quality.SEQ_LEN  # the window the report's loss was computed with
 
 
 @pytest.fixture(scope="module")
@@ -80,19 +81,7 @@ def test_kv_cache_matches_full_recompute(model_and_tokenizer):
 def test_heldout_perplexity(model_and_tokenizer):
     """Same measure as the training script: <bos> doc <eos> packed, 512-token windows."""
     model, tokenizer = model_and_tokenizer
-    docs = [json.loads(line)["text"] for line in HELDOUT_SAMPLE.read_text(encoding="utf-8").splitlines()]
-    ids: list[int] = []
-    for doc_ids in tokenizer(docs)["input_ids"]:
-        ids += doc_ids + [tokenizer.eos_token_id]
-    stream = torch.tensor(ids)
-    total, count = 0.0, 0
-    with torch.inference_mode():
-        for start in range(0, len(stream) - 1, SEQ_LEN):
-            window = stream[start : start + SEQ_LEN + 1].unsqueeze(0)
-            logits = model(window[:, :-1]).logits
-            total += torch.nn.functional.cross_entropy(logits[0], window[0, 1:], reduction="sum").item()
-            count += window.shape[1] - 1
-    ppl = math.exp(total / count)
+    ppl = quality.perplexity(model, tokenizer, quality.heldout_texts(HELDOUT_SAMPLE), SEQ_LEN)
     assert ppl < MAX_SAMPLE_PPL, f"held-out perplexity {ppl:.1f} >= {MAX_SAMPLE_PPL:.1f}"
 
 

@@ -93,3 +93,16 @@ def test_per_side_controls_api_parameters_and_columns_come_from_the_schema():
         assert params[f"a_{name}"].default == params[f"b_{name}"].default == SETTINGS[name].default
         assert params[f"a_{name}"].annotation is SETTINGS[name].type
     assert {title for _, title in SETTING_COLUMNS} >= {SETTINGS[name].column for name in side}
+
+
+def test_quantization_comparison_shows_its_refusal_before_run_on_cpu():
+    """Like flash_attention_2: int4 cannot run on a CPU, and B says why before anything loads."""
+    from playground import capabilities
+
+    if capabilities.host().cuda:
+        pytest.skip("the refusal is a CPU host's")
+    preset = comparisons()["Quantization: bf16 vs int4"]
+    shared = SharedSettings(model=DEFAULT_MODEL, **preset.workload(context_of(DEFAULT_MODEL)))
+    assert check_column(shared, preset.a)[0]
+    ok, why = check_column(shared, preset.b)
+    assert not ok and "int4 needs a CUDA GPU" in why
