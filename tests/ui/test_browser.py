@@ -89,7 +89,8 @@ def test_every_one_click_comparison_finishes_or_says_before_run_why_it_cannot(de
         _run_and_wait(page, len(store.records()))
     from playground import capabilities
 
-    assert refused == ([] if capabilities.host().cuda else ["Attention: sdpa vs flash_attention_2 (long context)"])
+    assert refused == ([] if capabilities.host().cuda else ["Attention: sdpa vs flash_attention_2 (long context)",
+                                                             "Quantization: bf16 vs int4"])
     page.close()
 
 
