@@ -258,7 +258,7 @@ def test_a_lone_surrogate_is_refused_clearly(launched, figures):
     with pytest.raises(UnicodeEncodeError):
         client.predict("a\ud800b", TINY, **FAST, api_name="/run")
     body = json.dumps({"data": ["a\ud800b", TINY, "sdpa", True, "auto", "off", 2, "dynamic", "benchmark", 1, 0,
-                               "transformers"]})
+                               "transformers", "none"]})
     base = demo.local_url + "gradio_api/call/run"
     sent = httpx.post(base, content=body, headers={"content-type": "application/json"}, timeout=30)
     event_id = sent.json()["event_id"]
