@@ -17,7 +17,7 @@ from playground.record import RunRecord
 # config. Nested fields (kernels, env, ids) stay nested in JSON.
 _ROW_FIELDS = (
     "run_id", "created_at", "label", "model", "backend", "attn", "attn_effective", "use_cache", "cache_impl", "dtype",
-    "dtype_effective", "compile", "compiled", "device", "device_effective", "batch_size", "prompt_tokens",
+    "dtype_effective", "quant", "quant_effective", "quant_weights", "compile", "compiled", "device", "device_effective", "batch_size", "prompt_tokens",
     "new_tokens", "tokens_generated", "mode", "repeats", "warmup", "status", "reason", "ttft_ms", "ttft_ms_std",
     "decode_tok_s", "decode_tok_s_std", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "e2e_ms", "e2e_ms_std",
     "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "peak_mem_mb", "peak_mem_kind", "weights_mb", "kv_cache_mb",
@@ -25,7 +25,7 @@ _ROW_FIELDS = (
     "bandwidth_roofline_pct", "prefill_tflop_s", "fallback", "random_weights",
 )
 ROW_FIELDS = _ROW_FIELDS + tuple(name for name, s in SETTINGS.items() if s.column and name not in _ROW_FIELDS)
-JSON_EXTRA = ("attn_kernels", "attn_families", "decode_top_kernels", "output_ids", "env", "config")
+JSON_EXTRA = ("attn_kernels", "attn_families", "matmul_kernels", "decode_top_kernels", "output_ids", "env", "config")
 
 # Markdown: settings columns appear only when they vary; figures always appear.
 SETTING_COLUMNS = tuple((f"{name}_effective" if s.effective else name, s.column)
