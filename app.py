@@ -31,6 +31,10 @@ def main(argv: list[str] | None = None) -> None:
     from playground.ui import build_demo, launch
 
     args = parse_args(argv)
+    # torch and its profiler start on this, the main thread: the UI imports the engine lazily, from a
+    # worker thread, where the profiler's first start would print a spurious kineto ERROR on every run
+    import playground.engine  # noqa: F401
+
     demo = build_demo(default_model=args.model, policy=HostingPolicy.from_env(hosted_flag=args.hosted))
     launch(demo, server_name=args.host, server_port=args.port, share=args.share)  # prints the local URL
 
