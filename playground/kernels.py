@@ -16,30 +16,29 @@ from dataclasses import dataclass, field
 from playground import quantization
 from playground.attention import REGISTRY
 
+
+def _compiled(table: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern], ...]:
+    return tuple((family, re.compile(pattern)) for family, pattern in table)
+
+
 # (family, pattern on op or kernel names). Order matters: the first match wins.
-FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
-    (family, re.compile(pattern))
-    for family, pattern in (
-        ("sdpa-flash", r"pytorch_flash::|_scaled_dot_product_flash_attention"),
-        ("sdpa-efficient", r"_scaled_dot_product_efficient_attention|_efficient_attention_forward|fmha_cutlass"),
-        ("sdpa-cudnn", r"_scaled_dot_product_cudnn_attention|cudnn_generated_fort_native_sdpa|cudnn.*sdpa"),
-        ("sdpa-math", r"_scaled_dot_product_attention_math"),
-        ("flash-attn", r"flash_attn|(?<!pytorch_)flash::|flash_fwd"),
-        ("flex", r"flex_attention|FlexAttention|triton_tem_fused"),
-    )
-)
+FAMILY_PATTERNS = _compiled((
+    ("sdpa-flash", r"pytorch_flash::|_scaled_dot_product_flash_attention"),
+    ("sdpa-efficient", r"_scaled_dot_product_efficient_attention|_efficient_attention_forward|fmha_cutlass"),
+    ("sdpa-cudnn", r"_scaled_dot_product_cudnn_attention|cudnn_generated_fort_native_sdpa|cudnn.*sdpa"),
+    ("sdpa-math", r"_scaled_dot_product_attention_math"),
+    ("flash-attn", r"flash_attn|(?<!pytorch_)flash::|flash_fwd"),
+    ("flex", r"flex_attention|FlexAttention|triton_tem_fused"),
+))
 # Quantized-matmul families, for `playground.quantization` entries. UNVERIFIED until a GPU run records them:
 # names from torch's int8/int4 pack ops, torchao's mslk int4 kernels, `torch._scaled_mm` (fp8) and inductor's
 # fused kernels, which carry the dtype in their names only sometimes. On CPU torchao 0.18 runs int8 and fp8
 # weight-only as `aten::_to_copy` (dequantize) then `aten::mm`: no family here, so a fallback.
-QUANT_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
-    (family, re.compile(pattern))
-    for family, pattern in (
-        ("int4-mm", r"mslk|_weight_int4pack_mm|tinygemm|int4.*(gemm|gemv|mm)"),
-        ("int8-mm", r"_weight_int8pack_mm|int8.*(gemm|gemv|mm)|_int_mm"),
-        ("fp8-mm", r"_scaled_mm|e4m3.*gemm|gemm.*e4m3|f8f8"),
-    )
-)
+QUANT_PATTERNS = _compiled((
+    ("int4-mm", r"mslk|_weight_int4pack_mm|tinygemm|int4.*(gemm|gemv|mm)"),
+    ("int8-mm", r"_weight_int8pack_mm|int8.*(gemm|gemv|mm)|_int_mm"),
+    ("fp8-mm", r"_scaled_mm|e4m3.*gemm|gemm.*e4m3|f8f8"),
+))
 # Every matmul op or kernel, recorded so a new kernel can be named after a run; the quantized ones above included.
 MATMUL = re.compile(r"^aten::(mm|addmm|bmm|matmul|linear)$|gemm|gemv|cutlass|cublas|mslk|_pack_mm|_int_mm|_scaled_mm"
                     r"|int8|int4|fp8|e4m3")
