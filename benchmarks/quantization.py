@@ -12,12 +12,15 @@ refused setting prints its reason as the row.
 
     python -m benchmarks.quantization                                        # CPU: stdlib-llama-tiny, none,int8
     python -m benchmarks.quantization --model llama-3.1-8b-shape --quant none,int8,int4,fp8 --dtype bf16
-    python -m benchmarks.quantization --quant none,int8 --compile reduce-overhead   # CUDA: static cache, compiled
+    python -m benchmarks.quantization --model llama-3.1-8b-shape --quant int8,int4 --dtype bf16 \
+        --backend fast --compile reduce-overhead --prompt-tokens 512 --new-tokens 256 --output q.json   # CUDA
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from pathlib import Path
 
 from playground import kernels, quality
@@ -30,7 +33,8 @@ from playground.record import RunRecord, environment
 
 HELDOUT = Path(__file__).resolve().parent.parent / "tests" / "models" / "data" / "heldout_sample.jsonl"
 PROMPT = "If the file does not exist, the function"
-HEADER = ("quant", "decode tok/s", "vs none", "weights MB", "peak MB", "quality", "first diff vs none", "kernels")
+HEADER = ("backend", "quant", "decode tok/s", "vs none", "% roofline", "cold s", "weights MB", "peak MB", "quality",
+          "first diff vs none", "kernels")
 
 
 def _quality(config: RunConfig, record: RunRecord, reference_logits) -> str:
@@ -39,7 +43,7 @@ def _quality(config: RunConfig, record: RunRecord, reference_logits) -> str:
                        quant=config.quant)  # the engine's loaded model, reused
     if not lm.random_weights:
         return f"ppl {quality.perplexity(lm.model, lm.tokenizer, quality.heldout_texts(HELDOUT)):.2f}"
-    ids = lm.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
+    ids = lm.tokenizer(PROMPT, return_tensors="pt")["input_ids"].to(lm.model.device)
     if reference_logits is None:
         return "logit err: reference"
     err = quality.logit_error(quality.logits(lm.model, ids), reference_logits)
@@ -53,32 +57,39 @@ def _kernels(record: RunRecord) -> str:
     return f"{', '.join(names) or '-'}{' (deq)' if kernels.quant_fallback(record.quant, {'decode': seen}) else ''}"
 
 
-def rows(base: RunConfig, quants: list[str]) -> list[tuple[str, ...]]:
-    """One row per quantization; `none` first, as the reference every other row is compared with."""
+def rows(base: RunConfig, quants: list[str], keep) -> list[tuple[str, ...]]:
+    """One row per quantization; `none` first, as the reference every other row is compared with.
+
+    `keep(record, table)` is called as soon as each row is measured."""
     reference, reference_logits, table = None, None, []
     for quant in ["none"] + [q for q in quants if q != "none"]:
         config = base.replace(quant=quant)
         record = run(config)
         if record.status != "ok":
-            table.append((quant, f"refused: {record.reason}"))
+            table.append((base.backend, quant, f"refused: {record.reason}"))
+            keep(record, table)
             continue
         fidelity = _quality(config, record, reference_logits)
         if reference is None:
             reference = record
             lm, _ = MODELS.get(config.model, record.device_effective, record.dtype_effective, config.transformers_attn)
-            reference_logits = quality.logits(lm.model, lm.tokenizer(PROMPT, return_tensors="pt")["input_ids"])
+            ids = lm.tokenizer(PROMPT, return_tensors="pt")["input_ids"].to(lm.model.device)
+            reference_logits = quality.logits(lm.model, ids)
         diff = first_difference(reference.output_ids, record.output_ids)
-        table.append((quant, f"{record.decode_tok_s:.1f} ± {record.decode_tok_s_std or 0:.1f}",
-                      f"{record.decode_tok_s / reference.decode_tok_s:.2f}x", f"{record.weights_mb:.1f}",
+        table.append((base.backend, quant, f"{record.decode_tok_s:.1f} ± {record.decode_tok_s_std or 0:.1f}",
+                      f"{record.decode_tok_s / reference.decode_tok_s:.2f}x",
+                      f"{record.bandwidth_roofline_pct:.0f}" if record.bandwidth_roofline_pct else "-",
+                      f"{record.compile_s:.1f}" if record.compile_s else "-", f"{record.weights_mb:.1f}",
                       f"{record.peak_mem_mb:.1f}", fidelity, "none" if diff is None else f"token {diff}",
                       _kernels(record)))
+        keep(record, table)
     return table
 
 
 def markdown(table: list[tuple[str, ...]]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
     lines += ["| " + " | ".join(row) + " |" if len(row) == len(HEADER)
-              else f"| {row[0]} | {row[1]} |" + " |" * (len(HEADER) - 2) for row in table]
+              else "| " + " | ".join(row) + " |" + " |" * (len(HEADER) - len(row)) for row in table]
     return "\n".join(lines)
 
 
@@ -89,19 +100,45 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--compile", default="off")
+    parser.add_argument("--backend", default="transformers", help="comma-separated: transformers, fast")
+    parser.add_argument("--attn", default="sdpa")
+    parser.add_argument("--prompt-tokens", type=int, default=0, help="a synthetic prompt of N tokens (0: the text)")
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--output", help="also write every record and the table as JSON here")
     args = parser.parse_args(argv)
-    static = args.compile != "off"
-    base = RunConfig(model=args.model, prompt=PROMPT, new_tokens=args.new_tokens, repeats=args.repeats,
-                     dtype=args.dtype, device=args.device, compile=args.compile,
+    backends = args.backend.split(",")
+    static = args.compile != "off" or "fast" in backends
+    prompt = dict(prompt_tokens=args.prompt_tokens) if args.prompt_tokens else dict(prompt=PROMPT)
+    base = RunConfig(model=args.model, **prompt, new_tokens=args.new_tokens, repeats=args.repeats,
+                     dtype=args.dtype, device=args.device, compile=args.compile, attn=args.attn,
                      cache_impl="static" if static else "dynamic")
-    table = rows(base, args.quant.split(","))
     env = environment()
-    print(f"{args.model}, prompt {PROMPT!r}, {args.new_tokens} new tokens, 1 warm-up + {args.repeats} repeats, "
-          f"dtype {args.dtype}, compile {args.compile}; {env['device_name']}, torch {env['torch']}, "
-          f"commit {env['project_commit']}\n")
-    print(markdown(table))
+    print(f"{args.model}, prompt {args.prompt_tokens or repr(PROMPT)}, {args.new_tokens} new tokens, 1 warm-up + "
+          f"{args.repeats} repeats, dtype {args.dtype}, compile {args.compile}, attn {args.attn}; "
+          f"{env['device_name']}, torch {env['torch']}, commit {env['project_commit']}\n", flush=True)
+    records: list[RunRecord] = []
+    table: list[tuple[str, ...]] = []
+
+    def keep(record: RunRecord, backend_rows: list[tuple[str, ...]]) -> None:
+        """Print the row and rewrite the JSON file, so a run cut short keeps every finished row."""
+        records.append(record)
+        print(markdown(backend_rows[-1:]).splitlines()[-1], flush=True)
+        if args.output:  # written aside, then swapped in: a kill mid-write keeps the previous rows
+            with open(f"{args.output}.tmp", "w") as f:
+                json.dump({"table": table + backend_rows, "records": [r.to_dict() for r in records], "env": env,
+                           "args": vars(args)}, f, indent=1)
+            os.replace(f"{args.output}.tmp", args.output)
+
+    print("\n".join(markdown([]).splitlines()[:2]), flush=True)
+    for backend in backends:
+        table += rows(base.replace(backend=backend), args.quant.split(","), keep)
+    print("\n" + markdown(table))
+    for record in records:
+        if record.decode_top_kernels:
+            print(f"\n{record.backend} {record.quant}: GPU time per decode step by kernel (profiled pass)")
+            for name, us in record.decode_top_kernels:
+                print(f"  {us:9.1f} µs  {name[:120]}")
 
 
 if __name__ == "__main__":

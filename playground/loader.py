@@ -226,6 +226,18 @@ def load_tokenizer(name: str, trust_remote_code: bool = False):
         raise LoadError(explain_load_error(name, source, exc)) from exc
 
 
+def _quantize(model, quant: str) -> None:
+    """Quantize the weights in place; a model the fast backend can run has its q/k/v and gate/up fused
+    first and quantized as one matrix each, so both backends read the same quantized values."""
+    if quant == "none":
+        return
+    from playground.fast import fuse, unsupported_reason
+
+    if unsupported_reason(model) is None:
+        fuse.quantize_fused(model, lambda module: quantization.quantize(module, quant))
+    quantization.quantize(model, quant)
+
+
 def cache_key(name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False,
               quant: str = "none") -> tuple:
     return (name, device, dtype, attn, trust_remote_code, quant)
@@ -255,7 +267,7 @@ class ModelCache:
                 model, tokenizer = _from_pretrained(path, "local" if source == "preset" else source, device, dtype,
                                                     attn, trust_remote_code)
             model.eval()
-            quantization.quantize(model, quant)
+            _quantize(model, quant)
             if device == "cuda":
                 torch.cuda.synchronize()
             self._loaded = LoadedModel(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from playground.attention import DTYPES, Package
 
 TORCHAO = Package("torchao", "torchao", "pip install torchao==0.18.0")
-MSLK = Package("mslk-cuda", "mslk", "pip install mslk-cuda")  # torchao's int4 weight-only kernels
+BACKENDS = ("transformers", "fast")  # every generation backend: the fast one quantizes its fused projections too
 
 
 @dataclass(frozen=True)
@@ -34,33 +34,35 @@ class Quantization:
     min_capability: tuple[int, int] | None = None  # lowest CUDA compute capability
     packages: tuple[Package, ...] = ()
     families: frozenset[str] = frozenset()  # kernel families (playground.kernels.QUANT_PATTERNS) proving it ran
-    backends: tuple[str, ...] = ("transformers",)  # the generation backends (playground.backends) that take it
+    backends: tuple[str, ...] = BACKENDS  # the generation backends (playground.backends) that take it
 
 
-# The fast backend fuses q/k/v and gate/up by concatenating plain weight tensors (playground/fast/fuse.py);
-# torchao's quantized tensors cannot be concatenated or viewed that way, so it takes only `none`.
+# int4 uses torchao's tile-packed layout, whose matmul is torch's own tinygemm kernel (`_weight_int4pack_mm`,
+# CUDA, bf16): torchao's default int4 layout needs the separate mslk-cuda kernel package instead.
 REGISTRY: dict[str, Quantization] = {q.name: q for q in (
-    Quantization("none", "none (the dtype's weights)", None, backends=("transformers", "fast")),
+    Quantization("none", "none (the dtype's weights)", None),
     Quantization("int8", "int8 weight-only (torchao)", 8, "Int8WeightOnlyConfig", packages=(TORCHAO,),
                  families=frozenset({"int8-mm"})),
-    Quantization("int4", "int4 weight-only, group 128 (torchao + mslk)", 4, "Int4WeightOnlyConfig",
-                 (("group_size", 128),), devices=("cuda",), dtypes=("bf16",), packages=(TORCHAO, MSLK),
-                 families=frozenset({"int4-mm"})),
+    Quantization("int4", "int4 weight-only, group 128 (torchao, tinygemm)", 4, "Int4WeightOnlyConfig",
+                 (("group_size", 128), ("int4_packing_format", "tile_packed_to_4d")), devices=("cuda",),
+                 dtypes=("bf16",), packages=(TORCHAO,), families=frozenset({"int4-mm"})),
     Quantization("fp8", "fp8 e4m3 weight-only (torchao)", 8, "Float8WeightOnlyConfig", min_capability=(8, 9),
                  packages=(TORCHAO,), families=frozenset({"fp8-mm"})),
 )}
 NAMES = tuple(REGISTRY)
 
 
-def quantize(model, name: str) -> None:
-    """Quantize `model`'s linear layers in place as `name` asks (torchao's default filter: every nn.Linear)."""
+def quantize(module, name: str) -> None:
+    """Quantize `module`'s linear layers in place as `name` asks: every nn.Linear whose weight is not
+    quantized yet (so fused projections quantized first, playground.fast.fuse, are left as they are)."""
     entry = REGISTRY[name]
     if not entry.torchao:
         return
     import torchao.quantization
 
     config = getattr(torchao.quantization, entry.torchao)(**dict(entry.options))
-    torchao.quantization.quantize_(model, config)
+    plain_linear = lambda m, _fqn: type(m).__name__ == "Linear" and not is_quantized(m.weight)  # noqa: E731
+    torchao.quantization.quantize_(module, config, filter_fn=plain_linear)
 
 
 def is_quantized(tensor) -> bool:

@@ -12,8 +12,7 @@ from playground.kernels import PhaseKernels, matmul_families, quant_fallback
 
 torchao = pytest.importorskip("torchao")
 PROMPT = "If the file does not exist, the function"
-H200 = capabilities.Host(cuda=True, device_name="H200", capability=(9, 0), bf16=True,
-                         packages={"torchao": "0.18.0", "mslk-cuda": None})
+H200 = capabilities.Host(cuda=True, device_name="H200", capability=(9, 0), bf16=True, packages={"torchao": "0.18.0"})
 A100 = dataclasses.replace(H200, device_name="A100", capability=(8, 0))
 
 
@@ -28,11 +27,6 @@ def test_registry_and_setting_agree():
         assert q.torchao == "" or hasattr(__import__("torchao.quantization").quantization, q.torchao)
 
 
-def test_fast_backend_refuses_quantized_weights():
-    with pytest.raises(ConfigError, match="quant=int8 runs on backend transformers only"):
-        RunConfig(prompt_tokens=8, quant="int8", backend="fast", cache_impl="static")
-
-
 def test_int4_needs_bf16_before_anything_loads():
     with pytest.raises(ConfigError, match="quant=int4 kernels take only bf16"):
         RunConfig(prompt_tokens=8, quant="int4", dtype="fp32")
@@ -40,7 +34,7 @@ def test_int4_needs_bf16_before_anything_loads():
 
 @pytest.mark.parametrize("quant, host, reason", [
     ("int4", None, "int4 needs a CUDA GPU"),
-    ("int4", H200, "mslk-cuda not installed: pip install mslk-cuda"),
+    ("int4", dataclasses.replace(H200, packages={"torchao": None}), "torchao not installed: pip install torchao"),
     ("fp8", A100, "fp8 needs compute capability 8.9+, A100 has 8.0"),
     ("int8", dataclasses.replace(H200, packages={"torchao": None}), "torchao not installed: pip install torchao"),
 ])
@@ -103,6 +97,17 @@ def test_int8_on_cpu_is_flagged_as_dequantized(fp32_and_int8):
     assert fp32.fallback is None
     assert "no int8-mm kernel ran in prefill, decode" in int8.fallback
     assert "aten::mm" in int8.matmul_kernels["decode"]
+
+
+@pytest.mark.parametrize("quant", ["int8", "fp8"])
+def test_both_backends_run_the_same_quantized_weights(quant):
+    """The fast backend reads q/k/v and gate/up as one quantized matrix each: same values, same greedy ids."""
+    base = RunConfig(model="stdlib-llama-tiny", prompt=PROMPT, new_tokens=12, repeats=1, device="cpu",
+                     cache_impl="static", quant=quant)
+    hf, fast = engine.run(base), engine.run(base.replace(backend="fast"))
+    assert (hf.status, fast.status) == ("ok", "ok"), (hf.reason, fast.reason)
+    assert fast.quant_weights == hf.quant_weights and fast.quant_weights.endswith("29 of 29 linear weights")
+    assert fast.output_ids == hf.output_ids
 
 
 def test_int8_keeps_the_shipped_models_perplexity_and_logits():

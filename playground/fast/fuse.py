@@ -7,11 +7,16 @@ over gate and up) reads the same bytes in fewer, larger kernels, as gpt-fast's `
 The fused matrices are new tensors, and the model's own `q_proj.weight` (and the others) become
 row views into them, so memory does not grow, and `model.generate`, the transformers backend and
 `state_dict()` see the same values as before, only stored side by side.
+
+Quantized weights are fused the same way, before quantizing (`quantize_fused`): each fused matrix
+is quantized as one and the parts become row views of it again, so a quantized model keeps one
+matmul per fused projection too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -22,6 +27,7 @@ class FusedLinear:
     weight: torch.Tensor  # (sum of out_features, in_features): the parts' rows, stacked
     bias: torch.Tensor | None
     splits: tuple[int, ...]  # out_features of each part, in order
+    parts: tuple[nn.Linear, ...]  # the model's own modules, whose parameters are row views of `weight`
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.nn.functional.linear(x, self.weight, self.bias).split(self.splits, dim=-1)
@@ -35,18 +41,22 @@ class FusedLayer:
 
 def _fuse(parts: list[nn.Linear]) -> FusedLinear:
     """Stack the parts' weights (and biases) into one tensor and make each part's parameters views of it."""
-    weights = [p.weight for p in parts]
-    fused_weight = torch.cat(weights)
     has_bias = [p.bias is not None for p in parts]
-    fused_bias = torch.cat([p.bias for p in parts]) if all(has_bias) else None
-    splits = tuple(w.shape[0] for w in weights)
+    fused = FusedLinear(torch.cat([p.weight for p in parts]),
+                        torch.cat([p.bias for p in parts]) if all(has_bias) else None,
+                        tuple(p.weight.shape[0] for p in parts), tuple(parts))
+    _view_parts(fused)
+    return fused
+
+
+def _view_parts(fused: FusedLinear) -> None:
+    """Make each part's weight (and bias) the rows of the fused tensors that belong to it."""
     start = 0
-    for part, rows in zip(parts, splits):
-        part.weight = nn.Parameter(fused_weight[start:start + rows], requires_grad=part.weight.requires_grad)
-        if fused_bias is not None:
-            part.bias = nn.Parameter(fused_bias[start:start + rows], requires_grad=part.bias.requires_grad)
+    for part, rows in zip(fused.parts, fused.splits):
+        part.weight = nn.Parameter(fused.weight[start:start + rows], requires_grad=False)
+        if fused.bias is not None:
+            part.bias = nn.Parameter(fused.bias[start:start + rows], requires_grad=False)
         start += rows
-    return FusedLinear(fused_weight, fused_bias, splits)
 
 
 def fusable_reason(model) -> str | None:
@@ -77,6 +87,26 @@ def fused_layers(model) -> list[FusedLayer]:
         if fused and fused[0].qkv.weight.is_cuda:
             torch.cuda.empty_cache()  # hand the replaced blocks back rather than leave them cached in fragments
     return fused
+
+
+def quantize_fused(model, quantize: Callable[[nn.Module], None]) -> None:
+    """Fuse, then quantize each fused matrix as one (`quantize` converts a module's nn.Linear layers in place).
+
+    The parts keep the values quantizing each alone would give, since the weight-only schemes in
+    playground.quantization scale each output row (or groups within a row) on its own; the fast
+    backend then reads one quantized matrix per fused projection, and the bf16 fused copy is freed.
+    """
+    with torch.inference_mode(False), torch.no_grad():
+        for layer in fused_layers(model):
+            for fused in (layer.qkv, layer.gate_up):
+                holder = nn.Linear(fused.weight.shape[1], fused.weight.shape[0], bias=False,
+                                   device="meta", dtype=fused.weight.dtype)
+                holder.weight = nn.Parameter(fused.weight, requires_grad=False)
+                quantize(holder)
+                fused.weight = holder.weight
+                _view_parts(fused)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def mark_fused_static(model) -> None:

@@ -65,3 +65,26 @@ def test_fusing_under_inference_mode_still_gives_the_model_ordinary_tensors():
         fused_layers(model)
     weight = model.model.layers[0].self_attn.q_proj.weight
     assert not weight.is_inference() and not fused_layers(model)[0].qkv.weight.is_inference()
+
+
+def test_a_fused_matrix_quantizes_to_the_values_of_its_parts_quantized_alone():
+    """Per-row weight-only scales do not mix rows: fusing before quantizing changes no quantized value."""
+    pytest.importorskip("torchao")
+    from playground import quantization
+    from playground.fast.fuse import quantize_fused
+
+    fused_model, plain_model = build("llama"), build("llama")
+    quantize_fused(fused_model, lambda module: quantization.quantize(module, "int8"))
+    quantization.quantize(fused_model, "int8")
+    quantization.quantize(plain_model, "int8")
+    qkv = fused_layers(fused_model)[0].qkv
+    attn = fused_model.model.layers[0].self_attn
+    assert quantization.is_quantized(qkv.weight) and attn.k_proj.weight.qdata.data_ptr() == qkv.weight.qdata[
+        qkv.splits[0]:].data_ptr()  # a row view of the fused quantized matrix, not a copy
+    for name in ("q_proj", "k_proj", "v_proj"):
+        fused_w = getattr(attn, name).weight.dequantize()
+        plain_w = getattr(plain_model.model.layers[0].self_attn, name).weight.dequantize()
+        assert torch.equal(fused_w, plain_w), name
+    ids = torch.randint(0, 128, (1, 9), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert torch.equal(fused_model(ids).logits, plain_model(ids).logits)
