@@ -38,6 +38,7 @@ class Attention:
     dtypes: tuple[str, ...] = DTYPES  # the dtypes its kernels take on any device
     cuda_dtypes: tuple[str, ...] | None = None  # narrower on CUDA, where it differs
     min_capability: tuple[int, int] | None = None  # lowest CUDA compute capability
+    max_capability: tuple[int, int] | None = None  # highest, for kernels written for one architecture's instructions
     package: Package | None = None  # an extra distribution transformers needs for it
     backends: tuple[str, ...] = GENERATE_ONLY  # the generation backends (playground.backends) that take it
     filled_static: tuple[str, ...] = ()  # backends whose decode over a static cache reads only the filled part
@@ -56,6 +57,11 @@ def _flash_attn(version: int, package: Package, min_capability: tuple[int, int],
                      devices=("cuda",), dtypes=HALF, min_capability=min_capability, package=package, **more)
 
 
+# FA2 is Ampere-style mma.sync code, so it runs on every later GPU its wheel was built for, workstation
+# Blackwell (sm_120, the ZeroGPU RTX PRO 6000) included. FA3 uses Hopper's wgmma and FA4 Hopper's and
+# datacenter Blackwell's (sm_100) instructions, which sm_103 and sm_120 lack.
+
+
 FLASH_ATTN_INSTALL = "pip install flash-attn --no-build-isolation"
 REGISTRY: dict[str, Attention] = {a.name: a for a in (
     Attention("eager", "eager", frozenset({"eager"})),
@@ -66,8 +72,10 @@ REGISTRY: dict[str, Attention] = {a.name: a for a in (
     _sdpa("math", "sdpa-math"),
     _flash_attn(2, Package("flash-attn", "flash_attn", FLASH_ATTN_INSTALL), (8, 0), backends=EVERY_BACKEND,
                 filled_static=("fast",)),  # the fast backend decodes with flash-attn's cache_seqlens
-    _flash_attn(3, Package("flash-attn-3", "flash_attn_interface", "pip install flash-attn-3"), (9, 0)),
-    _flash_attn(4, Package("flash-attn-4", "flash_attn", "pip install flash-attn-4"), (9, 0)),
+    _flash_attn(3, Package("flash-attn-3", "flash_attn_interface", "pip install flash-attn-3"), (9, 0),
+                max_capability=(9, 0)),
+    _flash_attn(4, Package("flash-attn-4", "flash_attn", "pip install flash-attn-4"), (9, 0),
+                max_capability=(10, 0)),
     Attention("flex_attention", "flex_attention", frozenset({"flex"})),
 )}
 NAMES = tuple(REGISTRY)

@@ -71,13 +71,27 @@ def attention_unavailable(attn: str, device: str, dtype: str, h: Host) -> str | 
         return f"{attn} needs {' or '.join(a.dtypes_on(device))}"
     if device not in a.devices:
         return f"{attn} needs a CUDA GPU"
-    return _too_old(attn, a.min_capability, device, h) or _missing(a.package, h)
+    return (_too_old(attn, a.min_capability, device, h) or _too_new(attn, a.min_capability, a.max_capability, device, h)
+            or _missing(a.package, h))
+
+
+def _cc(capability: tuple[int, int]) -> str:
+    return "{}.{}".format(*capability)
 
 
 def _too_old(what: str, min_capability: tuple[int, int] | None, device: str, h: Host) -> str | None:
     if device == "cuda" and min_capability and h.capability is not None and h.capability < min_capability:
-        (need, minor), (has, has_minor) = min_capability, h.capability
-        return f"{what} needs compute capability {need}.{minor}+, {h.device_name} has {has}.{has_minor}"
+        return f"{what} needs compute capability {_cc(min_capability)}+, {h.device_name} has {_cc(h.capability)}"
+    return None
+
+
+def _too_new(what: str, min_capability: tuple[int, int] | None, max_capability: tuple[int, int] | None, device: str,
+             h: Host) -> str | None:
+    """Kernels written for one architecture's instructions do not run on a later one (FA3 on Blackwell)."""
+    if device == "cuda" and max_capability and h.capability is not None and h.capability > max_capability:
+        span = _cc(max_capability) if min_capability in (None, max_capability) else \
+            f"{_cc(min_capability)} to {_cc(max_capability)}"
+        return f"{what} has kernels only for compute capability {span}, {h.device_name} has {_cc(h.capability)}"
     return None
 
 
