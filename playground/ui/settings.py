@@ -130,7 +130,21 @@ def check_column(shared: SharedSettings, column: ColumnSettings,
     except ConfigError as exc:
         return False, str(exc)
     backend = "fast backend · " if column.backend == "fast" else ""
-    return True, f"runs as {backend}{column.attn} · {dtype} on {device}"
+    return True, f"runs as {backend}{column.attn} · {dtype} on {device}{cost_note(config, policy)}"
+
+
+def cost_note(config: RunConfig, policy: HostingPolicy) -> str:
+    """' · ≈ 9 GPU s (load ... + passes ...)': the run's estimated device time (`hosting.run_cost`), or '' where
+    the model's shape is unknown before it loads (locally a hub id is not fetched just for this)."""
+    from playground.hosting import run_cost
+    from playground.loader import model_source
+
+    if model_source(config.model) == "hub" and not policy.hosted:
+        return ""
+    try:
+        return " · " + run_cost(config, zero_gpu=policy.zero_gpu).summary()
+    except ConfigError:
+        return ""
 
 
 def attention_choices(dtype: str) -> list[tuple[str, str]]:
@@ -180,6 +194,9 @@ def flash_help(env: dict, hosted: bool) -> str:
 # What a comparison leaves unnamed takes its default, so an earlier click never leaks into a later one.
 WORKLOAD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SharedSettings) if f.name not in ("model", "prompt")}
 LONG_PROMPT_TOKENS = 2048  # long enough to make prefill attention-bound on a GPU
+# On ZeroGPU a visitor has minutes of GPU a day: two repeats keep every comparison of the default model
+# within about 20 estimated GPU seconds for both sides (hosting.run_cost).
+ZERO_GPU_WORKLOAD = dict(repeats=2)
 
 
 @dataclass(frozen=True)
@@ -195,7 +212,9 @@ class Comparison:
 
     def workload(self, context: int | None) -> dict:
         """Every shared setting this comparison depends on, for a model of `context` tokens (None: unknown)."""
-        values = {**WORKLOAD_DEFAULTS, **self.shared}
+        from playground.hosting import zero_gpu_available
+
+        values = {**WORKLOAD_DEFAULTS, **self.shared, **(ZERO_GPU_WORKLOAD if zero_gpu_available() else {})}
         if self.long_prompt:
             room = context - values["new_tokens"] if context else LONG_PROMPT_TOKENS
             values.update(synthetic=True, prompt_tokens=min(LONG_PROMPT_TOKENS, room))
@@ -207,11 +226,13 @@ def _column(**changes) -> ColumnSettings:
 
 
 def comparisons() -> dict[str, Comparison]:
-    """The one-click presets, adapted to this host (compile mode, flash availability)."""
+    """The one-click presets, adapted to this host (compile mode, flash availability, ZeroGPU)."""
     from playground import capabilities
+    from playground.hosting import zero_gpu_available
 
     host = capabilities.host()
     cuda = host.cuda
+    compiles = cuda and not zero_gpu_available()  # ZeroGPU runs no torch.compile: both sides eager there
     # the fast backend's best attention where flash-attn runs: flash-decoding reads only the filled cache
     fast_attn = ("flash_attention_2" if cuda and not capabilities.attention_unavailable(
         "flash_attention_2", "cuda", "bf16", host) else "sdpa")
@@ -245,10 +266,10 @@ def comparisons() -> dict[str, Comparison]:
                    "whose compiled decode step replays as one CUDA graph per token (compile needs a GPU)."
                    + (" Each side uses its fastest attention here: sdpa for transformers, flash_attention_2 "
                       "(flash-decoding) for fast." if fast_attn == "flash_attention_2" else "")
-                   if cuda else "Same weights, same static cache: transformers' generate loop against the fast "
-                   "decoder; on a GPU both get compile, here both run eager.",
-                   _column(cache_impl="static", compile="reduce-overhead" if cuda else "off"),
-                   _column(cache_impl="static", compile="reduce-overhead" if cuda else "off", backend="fast",
+                   if compiles else "Same weights, same static cache: transformers' generate loop against the fast "
+                   "decoder; where torch.compile runs both get it, here both run eager.",
+                   _column(cache_impl="static", compile="reduce-overhead" if compiles else "off"),
+                   _column(cache_impl="static", compile="reduce-overhead" if compiles else "off", backend="fast",
                            attn=fast_attn),
                    dict(warmup=1, new_tokens=128)),
         Comparison("Quantization: bf16 vs int4",

@@ -1,26 +1,37 @@
-"""Hosted mode and bad input: the policy's limits, per-session history, ZeroGPU wiring, no secret shown,
-and a catalogue of bad requests sent to `/run` through gradio_client, each followed by a healthy run.
+"""Hosted mode and bad input: the policy's limits, per-session history, ZeroGPU wiring and costs, no secret
+shown, and a catalogue of bad requests sent to `/run` through gradio_client, each followed by a healthy run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import importlib.machinery
+import importlib.resources
+import importlib.util
+import inspect
 import json
+import math
 import os
 import re
 import sys
 import threading
+import types
+from unittest import mock
 
 import httpx
 import pytest
 
 from conftest import TINY
-from playground import engine
+from playground import capabilities, engine
 from playground.config import ConfigError, RunConfig
-from playground.hosting import (COMPILE_ON_ZERO_GPU, HOSTED_LIMITS, ZERO_GPU_MAX_S, ZERO_GPU_MIN_S, HostingPolicy,
-                                gpu_duration_s, gpu_runner, zero_gpu_available)
+from playground.hosting import (COMPILE_ON_ZERO_GPU, HOSTED_LIMITS, ZERO_GPU_BYTES, ZERO_GPU_CAPABILITY,
+                                ZERO_GPU_DEVICE, ZERO_GPU_MAX_S, ZERO_GPU_MIN_S, ZERO_GPU_SIZES, HostingPolicy,
+                                gpu_duration_s, gpu_runner, run_cost)
+from playground.presets import DEFAULT_MODEL
 from playground.ui import events
-from playground.ui.settings import ColumnSettings, compile_choices, flash_help
+from playground.ui.settings import (ColumnSettings, SharedSettings, check_column, comparisons, compile_choices,
+                                    context_of, flash_help, make_config)
 
 HOSTED = HostingPolicy.from_env({"PLAYGROUND_HOSTED": "1"})
 SECRETS = {"HF_TOKEN": "hf_hostedTestSecretValue0001", "HUGGING_FACE_HUB_TOKEN": "hf_hostedTestSecretValue0002"}
@@ -90,56 +101,159 @@ def test_the_ui_path_shows_a_hosting_refusal_in_the_pane_and_escapes_it():
 
 
 # ---- ZeroGPU -------------------------------------------------------------------------------------
+# The real `spaces` package (requirements-dev.txt) runs off a Space: its decorator, which passes a function
+# through unchanged outside ZeroGPU, its GPU table and its duration arithmetic. Scheduling a call on a GPU
+# needs Hugging Face's runtime, so one test swaps in a stand-in module for that alone.
+
+BLACKWELL = capabilities.Host(cuda=True, device_name=ZERO_GPU_DEVICE, capability=ZERO_GPU_CAPABILITY, bf16=True,
+                              packages={})
+ON_ZERO_GPU = {"SPACE_ID": "me/playground", "SPACES_ZERO_GPU": "true"}
 
 FAKE_SPACES = '''
 CALLS = []
 
 
 def GPU(task=None, *, duration=None, size=None):
-    """Stands in for spaces.GPU off ZeroGPU: records the duration asked for each call."""
+    """Stands in for ZeroGPU's scheduler: records the duration and size each call asks for, then runs it here."""
     def wrap(fn):
         def inner(*args, **kwargs):
-            CALLS.append(duration(*args, **kwargs))
+            CALLS.append((duration(*args, **kwargs), size))
             yield from fn(*args, **kwargs)
         return inner
     return wrap
 '''
 
 
-def test_gpu_duration_fits_the_request_within_the_scheduler_bounds():
+@pytest.fixture
+def real_spaces():
+    """The `spaces` package from PyPI, as installed, with SPACES_ZERO_GPU unset when it was imported."""
+    spaces = pytest.importorskip("spaces")
+    assert "site-packages" in spaces.__file__ and not spaces.zero.Config.zero_gpu
+    return spaces
+
+
+@pytest.fixture
+def blackwell(monkeypatch):
+    """This host seen as ZeroGPU's GPU (a CPU runs the tests; the estimates and checks read only the Host)."""
+    monkeypatch.setattr(capabilities, "host", lambda: BLACKWELL)
+    return BLACKWELL
+
+
+def test_gpu_duration_is_the_runs_estimate_within_the_scheduler_bounds(blackwell):
     small = RunConfig(prompt="hi", new_tokens=8, repeats=1, warmup=0)
-    medium = RunConfig(prompt="hi", new_tokens=256, repeats=3, warmup=1)
+    medium = RunConfig(model="llama-3.2-1b-shape", prompt="hi", new_tokens=256, repeats=3, warmup=1)
     assert gpu_duration_s(small) == ZERO_GPU_MIN_S
     assert ZERO_GPU_MIN_S < gpu_duration_s(medium) < ZERO_GPU_MAX_S
+    assert gpu_duration_s(medium) == math.ceil(run_cost(medium, zero_gpu=True).seconds)
     assert gpu_duration_s(medium.replace(new_tokens=384)) > gpu_duration_s(medium)
     assert gpu_duration_s(medium.replace(repeats=5)) > gpu_duration_s(medium)
+    assert gpu_duration_s(medium.replace(model="llama-3.1-8b-shape")) > gpu_duration_s(medium)
     assert gpu_duration_s(RunConfig(prompt="hi", new_tokens=32_768, repeats=100)) == ZERO_GPU_MAX_S
 
 
-def test_zero_gpu_wraps_the_engine_and_refuses_compile(tmp_path, monkeypatch):
-    (tmp_path / "spaces").mkdir()
-    (tmp_path / "spaces" / "__init__.py").write_text(FAKE_SPACES)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        policy = HostingPolicy.from_env({"SPACE_ID": "me/playground", "SPACES_ZERO_GPU": "true"})
-        assert policy.hosted and policy.zero_gpu
-        assert [label for label, _ in compile_choices(policy)][1] == f"default  ⛔ {COMPILE_ON_ZERO_GPU}"
-        with pytest.raises(ConfigError, match=COMPILE_ON_ZERO_GPU):
-            policy.check(RunConfig(prompt="hi", cache_impl="static", compile="default"))
-        config = RunConfig(model=TINY, prompt="hi", new_tokens=3, repeats=1, warmup=0, profile_kernels=False)
-        last = list(gpu_runner(engine.generate, policy.zero_gpu)(config, threading.Event()))[-1]
-        import spaces
-
-        assert last.record.status == "ok" and spaces.CALLS == [gpu_duration_s(config)]
-    finally:
-        sys.modules.pop("spaces", None)
+def test_the_real_spaces_decorator_takes_the_apps_arguments_and_passes_through_off_zero_gpu(real_spaces):
+    """The real package: `spaces.GPU(duration=callable, size=...)` as the app calls it, off ZeroGPU a no-op."""
+    params = inspect.signature(real_spaces.GPU).parameters
+    assert params["duration"].kind is params["size"].kind is inspect.Parameter.KEYWORD_ONLY
+    config = RunConfig(model=TINY, prompt="hi", new_tokens=3, repeats=1, warmup=0, profile_kernels=False)
+    last = list(gpu_runner(engine.generate, zero_gpu=True)(config, threading.Event()))[-1]
+    assert last.record.status == "ok" and last.record.new_tokens == 3
 
 
-@pytest.mark.skipif(zero_gpu_available({"SPACES_ZERO_GPU": "1"}), reason="the spaces package is installed here")
-def test_without_spaces_nothing_changes():
-    policy = HostingPolicy.from_env({"SPACE_ID": "me/playground", "SPACES_ZERO_GPU": "true"})
+def test_zero_gpu_facts_match_the_spaces_package(real_spaces):
+    """The real package's GPU table: the Blackwell it emulates on ZeroGPU, its memory, and the duration it asks
+    the scheduler for (1.5x the declared one for the `large` half of that GPU, as declared for `xlarge`)."""
+    from spaces.zero import client, config
+
+    table = json.loads(importlib.resources.files("spaces.zero").joinpath("configs.json").read_text())
+    (gpu,) = [entry for entry in table if entry["model"] == ZERO_GPU_DEVICE]
+    assert ((gpu["sm_major"], gpu["sm_minor"]), gpu["memory"]) == (ZERO_GPU_CAPABILITY, ZERO_GPU_BYTES)
+    assert ZERO_GPU_SIZES == {"large": gpu["memory"] // 2, "xlarge": gpu["memory"]}
+    assert gpu["xlarge_threshold"] < ZERO_GPU_SIZES["large"]  # weights loaded at start beyond it get xlarge
+    with mock.patch.object(config, "get_config", lambda: gpu):
+        declared = dt.timedelta(seconds=20)
+        assert (client.get_duration_seconds(declared, "large"), client.get_duration_seconds(declared, "xlarge")) == (
+            30, 20)
+
+
+def test_zero_gpu_wraps_the_engine_declares_its_estimate_and_refuses_compile(monkeypatch):
+    """A stand-in for `spaces`: the real decorator only schedules on Hugging Face's runtime."""
+    fake = types.ModuleType("spaces")
+    fake.__spec__ = importlib.machinery.ModuleSpec("spaces", None)
+    exec(FAKE_SPACES, fake.__dict__)
+    monkeypatch.setitem(sys.modules, "spaces", fake)
+    policy = HostingPolicy.from_env(ON_ZERO_GPU)
+    assert policy.hosted and policy.zero_gpu and policy.gpu_size == "large" and policy.max_run_s == 60
+    assert [label for label, _ in compile_choices(policy)][1] == f"default  ⛔ {COMPILE_ON_ZERO_GPU}"
+    with pytest.raises(ConfigError, match=re.escape(COMPILE_ON_ZERO_GPU)):
+        policy.check(RunConfig(prompt="hi", cache_impl="static", compile="default"))
+    config = RunConfig(model=TINY, prompt="hi", new_tokens=3, repeats=1, warmup=0, profile_kernels=False)
+    last = list(gpu_runner(engine.generate, policy.zero_gpu)(config, threading.Event()))[-1]
+    assert last.record.status == "ok" and fake.CALLS == [(gpu_duration_s(config), "large")]
+    monkeypatch.setenv("PLAYGROUND_ZERO_GPU_SIZE", "xlarge")
+    list(gpu_runner(engine.generate, policy.zero_gpu)(config, threading.Event()))
+    assert fake.CALLS[-1][1] == "xlarge"
+    with pytest.raises(ValueError, match="PLAYGROUND_ZERO_GPU_SIZE='medium' must be one of large, xlarge"):
+        HostingPolicy.from_env({**ON_ZERO_GPU, "PLAYGROUND_ZERO_GPU_SIZE": "medium"})
+
+
+def test_without_spaces_nothing_changes(monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "spaces" else
+                        find_spec(name, *args))
+    policy = HostingPolicy.from_env(ON_ZERO_GPU)
     assert not policy.zero_gpu and gpu_runner(engine.generate, False) is engine.generate
     assert all("⛔" not in label for label, _ in compile_choices(policy))
+
+
+def test_the_large_share_bounds_memory_on_zero_gpu(blackwell):
+    """CUDA reports the whole GPU's memory there; a `large` task gets half of it."""
+    config = RunConfig(model="llama-3.1-8b-shape", dtype="fp32", prompt=None, prompt_tokens=32_000, batch_size=4,
+                       new_tokens=64, repeats=1, warmup=0)
+    large = HostingPolicy(zero_gpu=True)
+    with pytest.raises(ConfigError, match=r"about 70\.4 GiB but ZeroGPU's large share is 47\.5 GiB; "
+                                          r"PLAYGROUND_ZERO_GPU_SIZE=xlarge gives the whole 95 GiB"):
+        large.check(config)
+    large.replace(gpu_size="xlarge").check(config)
+    large.check(config.replace(dtype="bf16"))
+    HostingPolicy().check(config)  # off ZeroGPU the engine checks the device's real free memory
+
+
+def test_one_click_comparisons_cost_about_20_gpu_seconds_on_zero_gpu(real_spaces, blackwell, monkeypatch):
+    """Both sides of every comparison of the default model, by the estimate the page shows before Run;
+    a side ZeroGPU refuses (compile) costs nothing."""
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    policy = HostingPolicy.from_env(ON_ZERO_GPU)
+    assert policy.zero_gpu
+    costs = {}
+    for name, comparison in comparisons().items():
+        shared = SharedSettings(model=DEFAULT_MODEL, **comparison.workload(context_of(DEFAULT_MODEL)))
+        costs[name] = 0.0
+        for column in (comparison.a, comparison.b):
+            try:
+                costs[name] += run_cost(make_config(shared, column, policy), zero_gpu=True).seconds
+            except ConfigError as exc:
+                assert COMPILE_ON_ZERO_GPU in str(exc)
+        assert "compile" not in name or costs[name] < 20 / 2 + 1  # one side only
+    assert max(costs.values()) <= 20, costs
+    assert comparisons()["Backend: transformers vs fast"].b.compile == "off"
+
+
+def test_the_pre_run_check_shows_the_estimated_gpu_seconds(blackwell, monkeypatch):
+    from playground import memory
+
+    monkeypatch.setattr(memory, "free_bytes", lambda device: ZERO_GPU_SIZES["large"])
+    policy = HostingPolicy.from_env({"SPACE_ID": "me/playground"}).replace(zero_gpu=True)
+    ok, why = check_column(SharedSettings(model=DEFAULT_MODEL), ColumnSettings(), policy)
+    assert ok and re.search(r"runs as sdpa · bf16 on cuda · ≈ \d+ GPU s \(load [\d.]+ s \+ 4 passes × [\d.]+ s "
+                            r"\+ profile [\d.]+ s\)$", why), why
+
+
+def test_the_page_says_what_the_stack_check_found():
+    policy = HOSTED.replace(stack_problems=("torch 2.13.0 is not one ZeroGPU runs", "the `spaces` package is missing"))
+    assert policy.describe().endswith("⚠ **This Space's stack does not match what the playground needs:** torch "
+                                      "2.13.0 is not one ZeroGPU runs; the `spaces` package is missing.")
+    assert "⚠" not in HOSTED.describe()
 
 
 def test_flash_help_says_how_to_get_the_wheel_on_a_space_and_locally():
@@ -252,13 +366,15 @@ def test_odd_characters_and_markup_run_as_plain_text(launched, figures, prompt):
 
 
 def test_a_lone_surrogate_is_refused_clearly(launched, figures):
-    """gradio_client cannot even encode one (UnicodeEncodeError), so send the JSON escape over plain HTTP."""
+    """gradio_client cannot even encode one (UnicodeEncodeError), so send the JSON escape over plain HTTP, in the
+    published positional order."""
     demo, _ = launched
     client = client_for(demo.local_url)
     with pytest.raises(UnicodeEncodeError):
         client.predict("a\ud800b", TINY, **FAST, api_name="/run")
-    body = json.dumps({"data": ["a\ud800b", TINY, "sdpa", True, "auto", "off", 2, "dynamic", "benchmark", 1, 0,
-                               "transformers", "none"]})
+    published = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run"]["parameters"]
+    sent_values = {"prompt": "a\ud800b", "model": TINY, **FAST}
+    body = json.dumps({"data": [sent_values.get(p["parameter_name"], p["parameter_default"]) for p in published]})
     base = demo.local_url + "gradio_api/call/run"
     sent = httpx.post(base, content=body, headers={"content-type": "application/json"}, timeout=30)
     event_id = sent.json()["event_id"]
