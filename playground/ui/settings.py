@@ -174,7 +174,8 @@ FLASH_RELEASES = "https://github.com/Dao-AILab/flash-attention/releases"
 
 
 def flash_help(env: dict, hosted: bool) -> str:
-    """How to get flash-attn where it is missing: a prebuilt wheel on a Space (no compiler there), pip locally."""
+    """How to get flash-attn where it is missing: a prebuilt wheel on a Space (no compiler there; installed with the
+    Space's torch pin, which local installs never read), pip locally."""
     from playground.capabilities import FLASH_ATTN_INSTALL
 
     if env.get("flash_attn"):
@@ -183,9 +184,9 @@ def flash_help(env: dict, hosted: bool) -> str:
     cuda_major = str(env.get("cuda") or "12").split(".")[0]
     py = "".join(str(env.get("python") or "3.12").split(".")[:2])
     wheel = f"cu{cuda_major}torch{torch_mm}cxx11abiTRUE-cp{py}-cp{py}-linux_x86_64"
-    space = (f"on a Space, pin `torch=={env.get('torch', '').split('+')[0]}` and add the prebuilt wheel from "
-             f"[the flash-attention releases]({FLASH_RELEASES}) whose name ends in `{wheel}.whl` to requirements.txt "
-             f"as `flash_attn @ <wheel URL>` (cxx11abiFALSE if your torch was built without the C++11 ABI)")
+    space = (f"on a Space, add the prebuilt wheel from [the flash-attention releases]({FLASH_RELEASES}) whose name "
+             f"ends in `{wheel}.whl` to pre-requirements.txt, after its `torch=={env.get('torch', '').split('+')[0]}` "
+             "pin, as `flash_attn @ <wheel URL>` (cxx11abiFALSE if your torch was built without the C++11 ABI)")
     local = f"locally, `{FLASH_ATTN_INSTALL}` (needs a CUDA toolkit)"
     first, second = (space, local) if hosted else (local, space)
     return f"**flash-attn is not installed**, so `flash_attention_2` is unavailable. To enable it: {first}; {second}."

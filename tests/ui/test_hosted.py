@@ -261,7 +261,7 @@ def test_flash_help_says_how_to_get_the_wheel_on_a_space_and_locally():
     hosted = flash_help(env, hosted=True)
     assert "github.com/Dao-AILab/flash-attention/releases" in hosted and "torch==2.8.0" in hosted
     assert "cu12torch2.8cxx11abiTRUE-cp312-cp312-linux_x86_64.whl" in hosted
-    assert hosted.index("requirements.txt") < hosted.index("pip install flash-attn --no-build-isolation")
+    assert hosted.index("pre-requirements.txt") < hosted.index("pip install flash-attn --no-build-isolation")
     assert flash_help({**env, "flash_attn": "2.8.3"}, hosted=True) == ""
 
 
