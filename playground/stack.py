@@ -47,8 +47,10 @@ def probe() -> Stack:
     if flash_attn:
         try:
             importlib.import_module("flash_attn")
-        except (ImportError, OSError) as exc:  # an ABI mismatch is an ImportError naming the undefined symbol
-            error = str(exc).splitlines()[0][:200]
+        # an ABI mismatch is an ImportError naming the undefined symbol; anything else is reported too, since a
+        # start-up probe must not stop the app
+        except Exception as exc:  # noqa: BLE001
+            error = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
     return Stack(python=platform.python_version(), torch=torch.__version__, cuda=torch.version.cuda,
                  arch_list=tuple(torch.cuda.get_arch_list()) if cuda else (),
                  capability=torch.cuda.get_device_capability(0) if cuda else None,

@@ -77,3 +77,13 @@ def test_the_app_prints_each_problem_and_puts_them_on_the_page(monkeypatch, caps
     assert len(policy.stack_problems) == len(printed) == 2
     assert printed[0].startswith("Stack check: the `spaces` package is missing") and "Python 3.11.7" in printed[1]
     assert "Python 3.11.7 is not one ZeroGPU runs" in policy.describe()
+
+
+def test_the_probe_reports_a_flash_attn_that_fails_to_import(monkeypatch, tmp_path):
+    (tmp_path / "flash_attn").mkdir()
+    (tmp_path / "flash_attn" / "__init__.py").write_text("raise ImportError('undefined symbol: _ZN3c10 (built for "
+                                                         "another torch)')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(stack, "_version", lambda dist: "2.8.3" if dist == "flash-attn" else None)
+    here = stack.probe()
+    assert (here.flash_attn, here.flash_attn_error) == ("2.8.3", "undefined symbol: _ZN3c10 (built for another torch)")
