@@ -225,7 +225,7 @@ def test_one_click_comparisons_cost_about_20_gpu_seconds_on_zero_gpu(real_spaces
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
     policy = HostingPolicy.from_env(ON_ZERO_GPU)
     assert policy.zero_gpu
-    costs = {}
+    costs, refused = {}, []
     for name, comparison in comparisons().items():
         shared = SharedSettings(model=DEFAULT_MODEL, **comparison.workload(context_of(DEFAULT_MODEL)))
         costs[name] = 0.0
@@ -234,7 +234,8 @@ def test_one_click_comparisons_cost_about_20_gpu_seconds_on_zero_gpu(real_spaces
                 costs[name] += run_cost(make_config(shared, column, policy), zero_gpu=True).seconds
             except ConfigError as exc:
                 assert COMPILE_ON_ZERO_GPU in str(exc)
-        assert "compile" not in name or costs[name] < 20 / 2 + 1  # one side only
+                refused.append(name)
+    assert refused == ["torch.compile: off vs on"]
     assert max(costs.values()) <= 20, costs
     assert comparisons()["Backend: transformers vs fast"].b.compile == "off"
 
