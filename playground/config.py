@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground import attention, backends, quantization
+from playground import attention, backends, quantization, speculative
 from playground.presets import DEFAULT_MODEL
 
 DTYPES = ("auto", "fp32", "fp16", "bf16")
@@ -29,6 +29,7 @@ DEVICES = ("auto", "cpu", "cuda")
 MODES = ("benchmark", "free")
 BACKENDS = backends.NAMES
 QUANTS = quantization.NAMES
+SPECS = speculative.NAMES
 
 MAX_NEW_TOKENS = 32_768
 MAX_PROMPT_TOKENS = 131_072
@@ -92,6 +93,15 @@ class RunConfig:
                                sweep=True, column="cache impl")
     compile: str = _setting("off", "torch.compile", "torch.compile mode", choices=COMPILE_MODES, side=True,
                             sweep=True, column="compile")
+    spec: str = _setting("none", "speculative decoding", "propose tokens cheaply and verify them in one target step: "
+                         "a draft model or n-grams from the prompt", choices=SPECS, side=True, sweep=True,
+                         column="spec", effective=True,
+                         choice_labels={m.name: m.label for m in speculative.REGISTRY.values()})
+    draft_tokens: int = _setting(5, "draft tokens", "tokens proposed per target step (speculative decoding)",
+                                 bounds=(1, speculative.MAX_DRAFT_TOKENS), side=True, sweep=True, column="draft k")
+    draft_model: str = _setting(speculative.DEFAULT_DRAFT_MODEL, "draft model", "the draft for spec=draft: a "
+                                "shipped draft, a preset, a local directory or a Hugging Face id with the target's "
+                                "tokenizer", side=True, sweep=True, column="draft")
     prompt: str | None = _setting(None, "prompt", "prompt text")
     prompt_tokens: int | None = _setting(None, "synthetic tokens", "synthetic prompt lengths",
                                          bounds=(1, MAX_PROMPT_TOKENS), sweep=True, column="prompt")
@@ -122,6 +132,9 @@ class RunConfig:
                 raise ConfigError(f"{name}={value!r} is not one of: {', '.join(setting.choices)}")
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError("model is empty: give a preset name, a Hugging Face id or a local directory")
+        if not isinstance(self.draft_model, str) or (self._speculation.draft_model and not self.draft_model.strip()):
+            raise ConfigError("draft_model is empty: give a shipped draft, a preset, a local directory or a Hugging "
+                              "Face id")
         longest = max(self.model.replace("\\", "/").split("/"), key=len)
         if len(longest.encode("utf-8", "surrogatepass")) > MAX_NAME_PART_BYTES:
             raise ConfigError(f"model name part {longest[:24]!r}… is {len(longest):,} characters: no directory or "
@@ -187,10 +200,32 @@ class RunConfig:
         if self.dtype != "auto" and self.dtype not in quant.dtypes:
             raise ConfigError(f"quant={self.quant} kernels take only {' or '.join(quant.dtypes)} activations; "
                               f"choose dtype {' or '.join(quant.dtypes)}")
+        self._check_speculation()
+
+    def _check_speculation(self) -> None:
+        method = self._speculation
+        if not method.speculates:
+            return
+        if self.backend not in method.backends:
+            raise ConfigError(f"spec={self.spec} runs on backend {' or '.join(method.backends)} only: the "
+                              f"{self.backend} backend has no speculative step yet")
+        if not self.use_cache:
+            raise ConfigError(f"spec={self.spec} needs use_cache on: the target verifies the drafts against its KV "
+                              "cache and crops the rejected ones from it")
+        if self.compile != "off":
+            raise ConfigError(f"spec={self.spec} needs compile off: each target step verifies as many tokens as "
+                              "were drafted, so a compiled step would see a new shape almost every time")
+        if self.batch_size != 1:
+            raise ConfigError(f"spec={self.spec} needs batch_size 1: transformers accepts drafts for one sequence "
+                              "at a time")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+    @property
+    def _speculation(self) -> speculative.Method:
+        return speculative.REGISTRY[self.spec]
 
     @property
     def _attention(self) -> attention.Attention:

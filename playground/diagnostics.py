@@ -49,9 +49,22 @@ def checklist(rec: RunRecord) -> list[tuple[str, str, str]]:
         ("✓", "Synchronised timing",
          f"device synchronize before every clock read on {rec.device_effective}; prefill and decode timed apart"),
     ]
+    if rec.spec != "none" and rec.status == "ok":
+        rows.append(_speculation_row(rec))
     if rec.fallback:
         rows.append(("✗", "No fallback", rec.fallback))
     return rows
+
+
+def _speculation_row(rec: RunRecord) -> tuple[str, str, str]:
+    """Whether the target really verified drafts, no more per step than asked (counted on its forward passes)."""
+    check = "Speculation really drafted"
+    if rec.target_steps is None:
+        return "–", check, "unknown: the record has no step counts"
+    ran = bool(rec.draft_tokens_max) and rec.draft_tokens_max <= rec.draft_tokens
+    return (("✓" if ran else "✗"), check,
+            f"{rec.target_steps} target steps verified {rec.drafted_tokens} drafts (at most {rec.draft_tokens_max} "
+            f"per step, {rec.draft_tokens} asked) and accepted {rec.accepted_tokens}: {rec.tokens_generated} tokens")
 
 
 def _observed(rec: RunRecord, field: str, want: bool, check: str, name: str, promise: str) -> tuple[str, str, str]:

@@ -35,13 +35,13 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from playground import attention, backends, capabilities, kernels, memory, quantization, roofline
+from playground import attention, backends, capabilities, kernels, memory, quantization, roofline, speculative
 from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
 from playground.hardware import memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
                                hub_download_bytes, matmul_shape, max_context, model_source)
-from playground.metrics import PassTiming, prefill_flops, summarize
+from playground.metrics import PassTiming, StepCounts, prefill_flops, speculation, summarize
 from playground.record import RunRecord, environment
 
 PROFILE_NEW_TOKENS = 9  # one prefill step and eight decode steps are enough to name the kernels
@@ -86,6 +86,7 @@ class Token:
     token_id: int
     text: str  # the text this token adds (may be "" while a multi-byte character is incomplete)
     t_ms: float  # time since this pass's prefill started
+    draft: bool = False  # an accepted draft: emitted by the target step that verified it, after that step's first
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class PassOutput:
     peak_mem_bytes: int
     inference_mode: bool
     phases: dict[str, kernels.PhaseKernels] = field(default_factory=dict)
+    steps: StepCounts | None = None  # speculative decoding's counts (spec != none)
 
 
 class _StopOnEvent(StoppingCriteria):
@@ -123,6 +125,9 @@ class _StopOnEvent(StoppingCriteria):
 class _Recorder(BaseStreamer):
     """Timestamps generate's callbacks: the first is the prompt (prefill starts), then one per step.
 
+    A step hands over one token per sequence, or under speculative decoding (batch 1) its accepted drafts
+    and the target's own token together, as a (1, k) tensor; all k get the step's timestamp.
+
     With `mark_phases` it also opens `playground::prefill` / `playground::decode` profiler ranges
     so the profiled pass can be split by phase.
     """
@@ -132,6 +137,7 @@ class _Recorder(BaseStreamer):
         self.prefill_start: float | None = None
         self.times: list[float] = []
         self.ids: list[int] = []
+        self.emitted: list[int] = []  # tokens per step
         self._range = None
 
     def _mark(self, name: str | None) -> None:
@@ -150,16 +156,62 @@ class _Recorder(BaseStreamer):
             if self.mark_phases:
                 self._mark("prefill")
             return
-        token_id = int(value.reshape(-1)[0])  # row 0 of the batch
-        self.times.append(now)
-        self.ids.append(token_id)
-        self.sink.put((len(self.ids) - 1, token_id, now - self.prefill_start))
+        tokens = value[0].tolist() if value.dim() == 2 else [int(value[0])]  # row 0 of the batch
+        self.emitted.append(len(tokens))
+        for position, token_id in enumerate(tokens):
+            self.times.append(now)
+            self.ids.append(token_id)
+            self.sink.put((len(self.ids) - 1, token_id, now - self.prefill_start, position > 0))
         if self.mark_phases:
             self._mark("decode")
 
     def end(self) -> None:
         if self.mark_phases:
             self._mark(None)
+
+
+class _SpeculationProbe:
+    """Measures speculative decoding while a pass runs: hooks count the target model's forward passes and
+    the drafts each verifies (its input beyond the prompt on the first pass, beyond the one new token after),
+    and time every forward pass of the draft model between device synchronizes."""
+
+    def __init__(self, lm: LoadedModel, prompt_tokens: int) -> None:
+        self.lm, self.prompt_tokens = lm, prompt_tokens
+        self.drafted: list[int] = []
+        self.draft_spans: list[tuple[float, float]] = []  # (start, end) of each draft forward pass
+        self._hooks: list = []
+        self._started = 0.0
+
+    def _target_step(self, module, args, kwargs) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        positions = ids.shape[1] if ids is not None else kwargs["inputs_embeds"].shape[1]
+        self.drafted.append(positions - (1 if self.drafted else self.prompt_tokens))
+
+    def _draft_start(self, module, args) -> None:
+        synchronize(self.lm.device)
+        self._started = time.perf_counter()
+
+    def _draft_end(self, module, args, output) -> None:
+        synchronize(self.lm.device)
+        self.draft_spans.append((self._started, time.perf_counter()))
+
+    def __enter__(self) -> _SpeculationProbe:
+        self._hooks.append(self.lm.model.register_forward_pre_hook(self._target_step, with_kwargs=True))
+        if self.lm.draft is not None:
+            draft = self.lm.draft.model
+            self._hooks += [draft.register_forward_pre_hook(self._draft_start),
+                            draft.register_forward_hook(self._draft_end)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for hook in self._hooks:
+            hook.remove()
+
+    def counts(self, recorder: _Recorder) -> StepCounts:
+        """The pass's counts; draft time is what falls in decode, from the first token to the last."""
+        first, last = recorder.times[0], recorder.times[-1]
+        decoding = [end - start for start, end in self.draft_spans if start >= first and end <= last]
+        return StepCounts(tuple(self.drafted), tuple(recorder.emitted), sum(decoding), len(decoding), last - first)
 
 
 class IncrementalDecoder:
@@ -256,14 +308,14 @@ def _drain(sink: queue.SimpleQueue) -> list:
 
 
 def _generate_on_device(backend: backends.Backend, call: functools.partial, config: RunConfig, device: str,
-                        profile: bool) -> dict[str, Any]:
+                        profile: bool, probe: contextlib.AbstractContextManager) -> dict[str, Any]:
     """One timed generate `call` on the device thread: clock reads after a sync; optionally under the profiler."""
     result: dict[str, Any] = {}
     torch.manual_seed(config.seed)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     rss = _RssGrowth() if device == "cpu" else contextlib.nullcontext()
-    with rss, torch.inference_mode(), attention.sdpa_context(config.attn):
+    with rss, probe, torch.inference_mode(), attention.sdpa_context(config.attn):
         result["inference_mode"] = torch.is_inference_mode_enabled()
         synchronize(device)
         result["call_start"] = time.perf_counter()
@@ -293,12 +345,14 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
     backend = backends.get(config.backend)
     call = functools.partial(backend.generate, config, lm, input_ids, new_tokens, recorder,
                              StoppingCriteriaList([_StopOnEvent(stop)]))
+    probe = _SpeculationProbe(lm, input_ids.shape[1]) if speculative.REGISTRY[config.spec].speculates else None
 
     def work() -> dict[str, Any]:
         try:
             compiling = contextlib.nullcontext() if config.compile == "off" else _compiling_under(config.sdpa_backend)
             with compiling:
-                return _generate_on_device(backend, call, config, lm.device, profile)
+                return _generate_on_device(backend, call, config, lm.device, profile,
+                                           probe or contextlib.nullcontext())
         finally:
             sink.put(done)  # wakes the consumer whether generate returned or raised
 
@@ -311,8 +365,8 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
                 if item is done:
                     finished = True
                     break
-                index, token_id, t_s = item
-                yield Token(pass_name, index, token_id, decoder.add(token_id), t_s * 1e3)
+                index, token_id, t_s, draft = item
+                yield Token(pass_name, index, token_id, decoder.add(token_id), t_s * 1e3, draft)
     finally:
         if not finished:  # the consumer went away mid-pass: stop generating, free the device
             stop.set()
@@ -324,7 +378,7 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
         raise RuntimeError("generate produced no tokens")
     timing = PassTiming(recorder.prefill_start, tuple(recorder.times), result["end"], result["call_start"])
     return PassOutput(timing, recorder.ids, result["kv"], result["mem"], result["inference_mode"],
-                      result.get("phases", {}))
+                      result.get("phases", {}), probe.counts(recorder) if probe else None)
 
 
 def prompt_ids(config: RunConfig, tokenizer, model_config) -> torch.Tensor:
@@ -352,7 +406,8 @@ def prompt_ids(config: RunConfig, tokenizer, model_config) -> torch.Tensor:
 
 def _blank_record(config: RunConfig) -> RunRecord:
     return RunRecord(
-        model=config.model, backend=config.backend, quant=config.quant, attn=config.attn, use_cache=config.use_cache,
+        model=config.model, backend=config.backend, quant=config.quant, spec=config.spec,
+        draft_tokens=config.draft_tokens, draft_model=config.draft_model, attn=config.attn, use_cache=config.use_cache,
         cache_impl=config.cache_impl,
         dtype=config.dtype, compile=config.compile, device=config.device, batch_size=config.batch_size,
         prompt_tokens=config.prompt_tokens, new_tokens=config.new_tokens, mode=config.mode,
@@ -394,6 +449,22 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
     bandwidth = memory_bandwidth_gb_s() if lm.device == "cuda" else None
     if bandwidth and record.decode_tok_s:
         _fill_roofline(record, config, lm, bandwidth, steady[-1].kv_cache_bytes)
+    if steady[-1].steps is not None:
+        _fill_speculation(record, config, [p.steps for p in steady])
+
+
+def _fill_speculation(record: RunRecord, config: RunConfig, passes: list[StepCounts]) -> None:
+    last, figures = passes[-1], speculation(passes)
+    record.target_steps, record.drafted_tokens, record.accepted_tokens = (
+        last.target_steps, sum(last.drafted), last.accepted)
+    record.acceptance_rate, record.tokens_per_step = figures.acceptance_rate, figures.tokens_per_step
+    record.draft_share_pct, record.draft_step_ms = figures.draft_share_pct, figures.draft_step_ms
+    record.draft_tokens_max = max(max(p.drafted) for p in passes)
+    record.spec_effective = config.spec if record.draft_tokens_max else "none"
+    if not record.draft_tokens_max:
+        record.fallback = "; ".join(filter(None, [record.fallback, f"spec={config.spec} drafted no token: every "
+                                                  "target step ran alone (prompt lookup finds no n-gram of the "
+                                                  "output in the prompt)"]))
 
 
 def _fill_roofline(record: RunRecord, config: RunConfig, lm: LoadedModel, bandwidth: float, kv_held: int) -> None:
@@ -458,6 +529,21 @@ def _load_with_progress(config: RunConfig, models: ModelCache, device: str, dtyp
             yield Phase("loading", f"{what} · {fetched}{time.perf_counter() - start:.0f} s")
 
 
+def _attach_draft(config: RunConfig, models: ModelCache, lm: LoadedModel) -> Iterator[Phase]:
+    """Load (or reuse) the draft model a method needs onto the target's device and dtype, and refuse one whose
+    vocabulary differs from the target's; a method without a draft detaches any."""
+    if not speculative.REGISTRY[config.spec].draft_model:
+        models.attach_draft(lm, None)
+        return
+    yield Phase("loading", f"draft model {config.draft_model} ({lm.dtype}) on {lm.device}")
+    DEVICE_THREAD.submit(models.attach_draft, lm, config.draft_model, config.trust_remote_code).result()
+    draft = lm.draft
+    reason = speculative.vocabulary_mismatch(lm.tokenizer, draft.tokenizer, lm.model.config.vocab_size,
+                                             draft.model.config.vocab_size)
+    if reason:
+        raise ConfigError(f"draft_model={config.draft_model} cannot draft for {config.model}: {reason}")
+
+
 def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
     device, dtype = capabilities.check(config)
     record.device_effective, record.dtype_effective = device, dtype
@@ -473,6 +559,7 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
     if record.quant_effective != config.quant:
         record.fallback = "; ".join(filter(None, [record.fallback, f"quant={config.quant} was requested but "
                                                   "torchao left every linear weight unquantized"]))
+    yield from _attach_draft(config, models, lm)
     input_ids = prompt_ids(config, lm.tokenizer, lm.model.config).repeat(config.batch_size, 1).to(lm.device)
     record.prompt_tokens = input_ids.shape[1]
     backend = backends.get(config.backend)

@@ -28,6 +28,7 @@ from huggingface_hub.errors import StrictDataclassError
 from playground import quantization
 from playground.metrics import MatmulShape
 from playground.presets import PRESETS, noise_tokenizer, preset_config
+from playground.speculative import draft_path
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -53,6 +54,7 @@ class LoadedModel:
     dtype: str
     attn_effective: str
     quant: str = "none"  # the quantization applied after loading (playground.quantization)
+    draft: LoadedModel | None = None  # the draft model speculative decoding runs with (ModelCache.attach_draft)
 
     @property
     def max_context(self) -> int | None:
@@ -238,6 +240,17 @@ def _quantize(model, quant: str) -> None:
     quantization.quantize(model, quant)
 
 
+def _load(name: str, source: str, device: str, dtype: str, attn: str, trust_remote_code: bool):
+    """(model in eval mode, tokenizer): a random preset built on the device, anything else from its files."""
+    if source == "preset" and PRESETS[name].random_weights:
+        model, tokenizer = _build_preset(name, device, dtype, attn)
+    else:
+        path = str(PRESETS[name].path) if source == "preset" else name
+        model, tokenizer = _from_pretrained(path, "local" if source == "preset" else source, device, dtype, attn,
+                                            trust_remote_code)
+    return model.eval(), tokenizer
+
+
 def cache_key(name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False,
               quant: str = "none") -> tuple:
     return (name, device, dtype, attn, trust_remote_code, quant)
@@ -248,6 +261,7 @@ class ModelCache:
 
     def __init__(self) -> None:
         self._loaded: LoadedModel | None = None
+        self._draft: LoadedModel | None = None
         self._lock = threading.Lock()
 
     def get(self, name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False,
@@ -260,13 +274,7 @@ class ModelCache:
             self.clear()
             source = model_source(name)
             start = time.perf_counter()
-            if source == "preset" and PRESETS[name].random_weights:
-                model, tokenizer = _build_preset(name, device, dtype, attn)
-            else:
-                path = str(PRESETS[name].path) if source == "preset" else name
-                model, tokenizer = _from_pretrained(path, "local" if source == "preset" else source, device, dtype,
-                                                    attn, trust_remote_code)
-            model.eval()
+            model, tokenizer = _load(name, source, device, dtype, attn, trust_remote_code)
             _quantize(model, quant)
             if device == "cuda":
                 torch.cuda.synchronize()
@@ -277,6 +285,28 @@ class ModelCache:
                 attn_effective=str(getattr(model.config, "_attn_implementation", attn)), quant=quant,
             )
             return self._loaded, False
+
+    def attach_draft(self, lm: LoadedModel, name: str | None, trust_remote_code: bool = False) -> bool:
+        """Set `lm.draft` to draft model `name` on lm's device, dtype and attention (None: no draft); loaded
+        once and kept while the target stays. Returns whether a held draft was reused."""
+        if name is None:
+            lm.draft = None
+            return False
+        key = (draft_path(name), lm.device, lm.dtype, lm.attn_effective, trust_remote_code)
+        with self._lock:
+            reused = self._draft is not None and self._draft.key == key
+            if not reused:
+                self._draft = None
+                source = model_source(key[0])
+                start = time.perf_counter()
+                model, tokenizer = _load(key[0], source, *key[1:])
+                self._draft = LoadedModel(
+                    key=key, model=model, tokenizer=tokenizer, source=source,
+                    random_weights=source == "preset" and PRESETS[key[0]].random_weights,
+                    load_s=time.perf_counter() - start, device=lm.device, dtype=lm.dtype,
+                    attn_effective=str(getattr(model.config, "_attn_implementation", lm.attn_effective)))
+            lm.draft = self._draft
+            return reused
 
     def holds(self, key: tuple) -> bool:
         return self._loaded is not None and self._loaded.key == key
@@ -290,11 +320,11 @@ class ModelCache:
     @property
     def held_bytes(self) -> int:
         """Bytes of the loaded model's weights (freed when another model replaces it)."""
-        return self._loaded.param_bytes if self._loaded is not None else 0
+        return sum(m.param_bytes for m in (self._loaded, self._draft) if m is not None)
 
     def clear(self) -> None:
-        """Drop the model and give its memory back to the device."""
-        self._loaded = None
+        """Drop the model and its draft and give their memory back to the device."""
+        self._loaded = self._draft = None
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

@@ -3,8 +3,10 @@
 Timestamps are host seconds read after a device synchronize. A pass has a prefill start `t0`,
 token times `t[0..n-1]` (t[0] is the first generated token) and an end. Definitions:
   ttft_ms       = (t[0] - t0) * 1e3                 prefill, including the first sampled token
-  decode_tok_s  = (n - 1) / (t[n-1] - t[0])         decode only: prefill never enters tok/s
+  decode_tok_s  = (n - f) / (t[n-1] - t[0])         decode only: prefill never enters tok/s
   itl_ms[i]     = (t[i] - t[i-1]) * 1e3, i >= 1      inter-token latency, always >= 0
+where f is the number of tokens stamped t[0]: 1, except under speculative decoding, where one target
+step emits its accepted drafts together (same timestamp) and the prefill step may already emit several.
   prefill_tflop_s = prefill_flops / (ttft_ms / 1e3) / 1e12   useful work per second of prefill
 """
 
@@ -32,10 +34,10 @@ class PassTiming:
 
     @property
     def decode_tok_s(self) -> float | None:
-        if self.tokens < 2:
-            return None
-        span = self.token_times[-1] - self.token_times[0]
-        return (self.tokens - 1) / span if span > 0 else None
+        first = self.token_times[0]
+        later = sum(t > first for t in self.token_times)  # tokens of the steps after the first
+        span = self.token_times[-1] - first
+        return later / span if later and span > 0 else None
 
     @property
     def itl_ms(self) -> list[float]:
@@ -45,6 +47,47 @@ class PassTiming:
     @property
     def e2e_ms(self) -> float:
         return (self.end - self.call_start) * 1e3
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """One pass of speculative decoding as measured: per target forward pass, the drafts it verified; per
+    step the streamer received, the tokens it emitted (accepted drafts plus the target's own token)."""
+
+    drafted: tuple[int, ...]
+    emitted: tuple[int, ...]
+    draft_s: float  # seconds inside the draft model's forward during decode (after the first token)
+    draft_calls: int  # draft forward passes during decode
+    decode_s: float  # first token to last
+
+    @property
+    def target_steps(self) -> int:
+        return len(self.drafted)
+
+    @property
+    def accepted(self) -> int:
+        return sum(n - 1 for n in self.emitted)
+
+
+@dataclass(frozen=True)
+class Speculation:
+    acceptance_rate: float | None  # accepted drafts / drafted, over all passes
+    tokens_per_step: float  # tokens emitted / target steps, over all passes
+    draft_share_pct: float | None  # draft forward time / decode time, over all passes
+    draft_step_ms: float | None  # mean time of one draft forward pass
+
+
+def speculation(passes: list[StepCounts]) -> Speculation:
+    """Totals over passes, so a pass with more steps weighs more, as it does in the time it takes."""
+    drafted = sum(sum(p.drafted) for p in passes)
+    accepted = sum(p.accepted for p in passes)
+    steps = sum(p.target_steps for p in passes)
+    decode_s = sum(p.decode_s for p in passes)
+    draft_s, calls = sum(p.draft_s for p in passes), sum(p.draft_calls for p in passes)
+    return Speculation(accepted / drafted if drafted else None,
+                       sum(sum(p.emitted) for p in passes) / steps,
+                       100 * draft_s / decode_s if calls and decode_s > 0 else None,
+                       1e3 * draft_s / calls if calls else None)
 
 
 @dataclass(frozen=True)

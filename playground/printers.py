@@ -17,12 +17,14 @@ from playground.record import RunRecord
 # config. Nested fields (kernels, env, ids) stay nested in JSON.
 _ROW_FIELDS = (
     "run_id", "created_at", "label", "model", "backend", "attn", "attn_effective", "use_cache", "cache_impl", "dtype",
-    "dtype_effective", "quant", "quant_effective", "quant_weights", "compile", "compiled", "device", "device_effective", "batch_size", "prompt_tokens",
+    "dtype_effective", "quant", "quant_effective", "quant_weights", "spec", "spec_effective", "draft_tokens",
+    "draft_tokens_max", "draft_model", "compile", "compiled", "device", "device_effective", "batch_size", "prompt_tokens",
     "new_tokens", "tokens_generated", "mode", "repeats", "warmup", "status", "reason", "ttft_ms", "ttft_ms_std",
     "decode_tok_s", "decode_tok_s_std", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "e2e_ms", "e2e_ms_std",
     "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "peak_mem_mb", "peak_mem_kind", "weights_mb", "kv_cache_mb",
     "gpu_busy_pct", "bandwidth_gb_s", "roofline_weight_mb", "roofline_kv_mb", "roofline_kv_read", "roofline_tok_s",
-    "bandwidth_roofline_pct", "prefill_tflop_s", "fallback", "random_weights",
+    "bandwidth_roofline_pct", "prefill_tflop_s", "target_steps", "drafted_tokens", "accepted_tokens",
+    "acceptance_rate", "tokens_per_step", "draft_share_pct", "draft_step_ms", "fallback", "random_weights",
 )
 ROW_FIELDS = _ROW_FIELDS + tuple(name for name, s in SETTINGS.items() if s.column and name not in _ROW_FIELDS)
 JSON_EXTRA = ("attn_kernels", "attn_families", "matmul_kernels", "decode_top_kernels", "output_ids", "env", "config")
@@ -52,6 +54,9 @@ FIGURE_COLUMNS: tuple[tuple[str, Callable[[RunRecord], str]], ...] = (
     ("compile s", lambda r: _num(r.compile_s, 1)),
     ("GPU busy %", lambda r: _num(r.gpu_busy_pct, 0)),
     ("roofline %", lambda r: _num(r.bandwidth_roofline_pct, 1)),
+    ("accepted %", lambda r: _num(r.acceptance_rate and 100 * r.acceptance_rate, 0)),
+    ("tok/target step", lambda r: _num(r.tokens_per_step, 2)),
+    ("draft time %", lambda r: _num(r.draft_share_pct, 0)),
     ("kernels (decode)", lambda r: ", ".join(r.attn_families.get("decode", []))),
     ("fallback", lambda r: f"⚠ {r.fallback}" if r.fallback else ""),
 )

@@ -35,6 +35,9 @@ class RunRecord:
     warmup: int
     backend: str = "transformers"
     quant: str = "none"
+    spec: str = "none"
+    draft_tokens: int = 5
+    draft_model: str = ""
     status: str = "ok"  # ok | invalid | error | stopped
     reason: str = ""
     label: str = ""
@@ -43,6 +46,8 @@ class RunRecord:
     device_effective: str | None = None
     quant_effective: str | None = None  # the quantization the loaded weights carry (none if torchao left them)
     quant_weights: str = ""  # e.g. "Int8Tensor: 29 of 29 linear weights" (playground.quantization)
+    spec_effective: str | None = None  # the method that drafted; none when no target step verified a draft
+    draft_tokens_max: int | None = None  # the most drafts one target step verified (at most draft_tokens)
     model_source: str | None = None
     random_weights: bool | None = None
     num_params: int | None = None
@@ -61,6 +66,14 @@ class RunRecord:
     e2e_ms: float | None = None
     e2e_ms_std: float | None = None
     tokens_generated: int | None = None
+    # speculative decoding, measured: target forward passes counted, draft forward passes timed
+    target_steps: int | None = None  # target forward passes of the last repeat, prefill included
+    drafted_tokens: int | None = None  # drafts those steps verified
+    accepted_tokens: int | None = None  # drafts they accepted: tokens_generated = target_steps + accepted_tokens
+    acceptance_rate: float | None = None  # accepted / drafted over the steady repeats
+    tokens_per_step: float | None = None  # tokens generated per target step over the steady repeats
+    draft_share_pct: float | None = None  # time in the draft model's forward / decode time
+    draft_step_ms: float | None = None  # one draft forward pass, mean
     # cold start: model load, then the first call (compiles when compile is on)
     load_s: float | None = None
     model_reused: bool | None = None
@@ -115,7 +128,8 @@ class RunRecord:
         cache = f"cache {self.cache_impl}" if self.use_cache else "no cache"
         comp = "" if self.compile == "off" else f" compile:{self.compile}"
         quant = "" if self.quant == "none" else f" {self.quant}"
-        return f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype}{quant} {cache}{comp}"
+        spec = "" if self.spec == "none" else f" spec:{self.spec}"
+        return f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype}{quant} {cache}{comp}{spec}"
 
 
 _FIELDS = {f.name for f in dataclasses.fields(RunRecord)}

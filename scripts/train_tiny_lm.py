@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=Path(".train/corpus"))
     ap.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
+    ap.add_argument("--tokenizer", type=Path, help="tokenizer folder (default: the corpus's); a speculative-decoding "
+                    "draft takes its target's, so the two share every id")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--hidden-size", type=int, default=384)
     ap.add_argument("--layers", type=int, default=4)
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     log("device:", device_name, "torch", torch.__version__)
 
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(args.corpus / "tokenizer")
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(args.tokenizer or args.corpus / "tokenizer")
     train_docs = read_jsonl(args.corpus / "train.jsonl")
     val_docs = [d for d in train_docs if in_val_split(d["source"], args.val_percent)]
     fit_docs = [d for d in train_docs if not in_val_split(d["source"], args.val_percent)]

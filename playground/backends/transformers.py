@@ -23,6 +23,7 @@ def generate(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_to
                   stopping_criteria=stopping_criteria)
     if config.use_cache and config.cache_impl == "static":
         kwargs["cache_implementation"] = "static"
+    kwargs.update(_speculation(config, lm))
     if config.compile == "off":
         kwargs["disable_compile"] = True  # transformers would otherwise compile decode with a static cache
     else:
@@ -30,6 +31,24 @@ def generate(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_to
         compile_config._compile_all_devices = True  # let CPU users see compile too
         kwargs["compile_config"] = compile_config
     return lm.model.generate(**kwargs)
+
+
+def _speculation(config: RunConfig, lm: LoadedModel) -> dict[str, Any]:
+    """transformers' own arguments for the configured method, drafting exactly `draft_tokens` per step.
+
+    The assisted-generation candidate generator reads its draft length, schedule and confidence threshold
+    from the draft model's generation config, not from `generate`'s arguments; they are set there on every
+    call: a constant schedule (the default "heuristic" one changes the length between steps and keeps it
+    for the next call) and no confidence threshold (which would end a draft early).
+    """
+    if config.spec == "prompt_lookup":
+        return {"prompt_lookup_num_tokens": config.draft_tokens}
+    if config.spec == "draft":
+        lm.draft.model.generation_config.update(num_assistant_tokens=config.draft_tokens,
+                                                num_assistant_tokens_schedule="constant",
+                                                assistant_confidence_threshold=0.0)
+        return {"assistant_model": lm.draft.model}
+    return {}
 
 
 def kv_cache_bytes(output: Any) -> int:
