@@ -50,6 +50,13 @@ def _quality(config: RunConfig, record: RunRecord, reference_logits) -> str:
     return f"logit err {err.max_abs:.3g} ({100 * err.relative:.2g}%)"
 
 
+def _logits(config: RunConfig, record: RunRecord):
+    """The held model's logits on PROMPT; no reference to the model outlives this call, so the next
+    setting's load frees it (a kept reference would add its weights to every later row's peak memory)."""
+    lm, _ = MODELS.get(config.model, record.device_effective, record.dtype_effective, config.transformers_attn)
+    return quality.logits(lm.model, lm.tokenizer(PROMPT, return_tensors="pt")["input_ids"].to(lm.model.device))
+
+
 def _kernels(record: RunRecord) -> str:
     """The decode step's matmuls, "(deq)" when none is a quantized kernel of the requested kind."""
     names = record.matmul_kernels.get("decode", [])
@@ -71,10 +78,7 @@ def rows(base: RunConfig, quants: list[str], keep) -> list[tuple[str, ...]]:
             continue
         fidelity = _quality(config, record, reference_logits)
         if reference is None:
-            reference = record
-            lm, _ = MODELS.get(config.model, record.device_effective, record.dtype_effective, config.transformers_attn)
-            ids = lm.tokenizer(PROMPT, return_tensors="pt")["input_ids"].to(lm.model.device)
-            reference_logits = quality.logits(lm.model, ids)
+            reference, reference_logits = record, _logits(config, record)
         diff = first_difference(reference.output_ids, record.output_ids)
         table.append((base.backend, quant, f"{record.decode_tok_s:.1f} ± {record.decode_tok_s_std or 0:.1f}",
                       f"{record.decode_tok_s / reference.decode_tok_s:.2f}x",

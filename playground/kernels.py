@@ -69,7 +69,7 @@ class PhaseKernels:
 
 def matmul_families(names: list[str]) -> tuple[list[str], list[str]]:
     """(matmul names seen, quantized-matmul families among them), each sorted and unique."""
-    matmuls = sorted({n for n in names if MATMUL.search(n)})
+    matmuls = sorted({n for n in names if MATMUL.search(n) and not family_of(n)})  # flash-attn's are cutlass too
     families = sorted({family for n in matmuls for family, pattern in QUANT_PATTERNS if pattern.search(n)})
     return matmuls, families
 

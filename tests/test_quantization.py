@@ -69,6 +69,13 @@ def test_quantized_matmul_families(name, family):
     assert matmul_families([name, "aten::_to_copy", "aten::add"]) == ([name], [family] if family else [])
 
 
+def test_attention_kernels_are_not_counted_as_matmuls():
+    """flash-attn's kernels are cutlass templates; on the H200 they were listed as the decode step's matmuls."""
+    flash = ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+             "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >>(flash::Flash_fwd_params)")
+    assert matmul_families([flash, "aten::mm"]) == (["aten::mm"], [])
+
+
 def test_dequantize_path_is_a_fallback_and_none_never_is():
     phases = {"decode": PhaseKernels(matmuls=["aten::mm"])}
     assert "no int8-mm kernel ran in decode (matmuls: aten::mm)" in quant_fallback("int8", phases)

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from playground.fast.fuse import FusedLayer, fused_layers
 from playground.fast.ops import fa2_decode, fa2_prefill, materialize
 from playground.fast.state import LayerKV, StaticState
+from playground.quantization import is_quantized
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -91,20 +92,31 @@ def decode_attention(model, state: StaticState, pos: torch.Tensor):
     return functools.partial(attend_decode_sdpa, pos=pos, visible=visible)
 
 
+def normed_input(norm, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """norm(x), written to memory first when `weight` is quantized.
+
+    Inductor fuses the RMS norm into the matmul that reads it, so every thread block recomputes
+    the norm over the whole hidden width. With bf16 weights that costs little; with int8 weights
+    (torchao's weight-only matmul, compiled) the fused norm-and-matmul kernel ran at a fraction of
+    the bandwidth the same matmul reached on a written input (benchmarks/quant_matmul.py, H200).
+    """
+    return materialize(norm(x)) if is_quantized(weight) else norm(x)
+
+
 def decoder_layer(layer, fused: FusedLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                   attend) -> torch.Tensor:
     """One pre-norm block: x + attention(norm(x)), then + mlp(norm(x)). x (batch, seq, hidden)."""
     attn, mlp = layer.self_attn, layer.mlp
-    q, k, v = project_qkv(attn, fused, layer.input_layernorm(x), cos, sin)
+    q, k, v = project_qkv(attn, fused, normed_input(layer.input_layernorm, x, fused.qkv.weight), cos, sin)
     out = attend(attn, q, k, v)  # (batch, heads, seq, d)
     x = x + attn.o_proj(out.transpose(1, 2).reshape(*x.shape[:2], -1))
-    gate, up = fused.gate_up(layer.post_attention_layernorm(x))
+    gate, up = fused.gate_up(normed_input(layer.post_attention_layernorm, x, fused.gate_up.weight))
     return x + mlp.down_proj(materialize(mlp.act_fn(gate) * up))
 
 
 def last_logits(model, x: torch.Tensor) -> torch.Tensor:
     """Final norm and head on the last position only: (batch, vocab) float32, as generate upcasts them."""
-    return model.lm_head(model.model.norm(x[:, -1:]))[:, -1].float()
+    return model.lm_head(normed_input(model.model.norm, x[:, -1:], model.lm_head.weight))[:, -1].float()
 
 
 def argmax_rows(x: torch.Tensor, chunk: int = 256) -> torch.Tensor:
