@@ -45,6 +45,16 @@ DRAFT_MODELS = {"stdlib-llama-draft": ASSETS / "models" / "stdlib-llama-draft"}
 DEFAULT_DRAFT_MODEL = "stdlib-llama-draft"  # drafts for the default target, stdlib-llama-tiny
 
 
+# An input-grounded prompt (copy a paragraph just read): the case prompt lookup is for, and where a draft
+# model gets the most right. The UI offers it as a ready prompt; benchmarks.speculative measures on it.
+GROUNDED_PROMPT = (
+    "Copy the paragraph below, word for word.\n\n"
+    "Return the number of bytes written to the file. If the file does not exist, it is created; if it exists, "
+    "it is truncated first. The optional argument encoding names the encoding used to encode the text.\n\n"
+    "Return the number of bytes written to the file."
+)
+
+
 def draft_path(name: str) -> str:
     """Where the loader finds draft model `name`: a shipped draft's folder, else the name as given."""
     path: Path | None = DRAFT_MODELS.get(name)

@@ -1,7 +1,7 @@
 import pytest
 
-from playground.metrics import (MatmulShape, PassTiming, attended_pairs, first_difference, percentile, prefill_flops,
-                                means_differ, speedup, summarize, t_critical_95)
+from playground.metrics import (MatmulShape, PassTiming, StepCounts, attended_pairs, first_difference, percentile,
+                                prefill_flops, means_differ, speculation, speedup, summarize, t_critical_95)
 
 
 def timing(tokens, prefill_start=10.0, call_start=9.5, end=None):
@@ -16,6 +16,26 @@ def test_decode_rate_excludes_prefill():
     # 5 tokens, the first at 11.0 after a long 1 s prefill; 4 intervals of 0.1 s after it
     t = timing([11.0, 11.1, 11.2, 11.3, 11.4])
     assert t.decode_tok_s == pytest.approx(10.0)  # (5 - 1) / 0.4, not 5 / 1.4
+
+
+def test_decode_rate_leaves_the_first_steps_tokens_to_prefill():
+    # speculative decoding: the prefill step emits 3 tokens at 11.0, then steps of 2 and 1 tokens
+    t = timing([11.0, 11.0, 11.0, 11.1, 11.1, 11.3])
+    assert t.decode_tok_s == pytest.approx(3 / 0.3)  # 3 tokens after the first step, not 5
+    assert t.itl_ms == pytest.approx([0.0, 0.0, 100.0, 0.0, 200.0])
+
+
+def test_speculation_figures_total_over_passes():
+    one = StepCounts(drafted=(4, 4, 4), emitted=(5, 2, 1), draft_s=0.03, draft_calls=6, decode_s=0.1)
+    two = StepCounts(drafted=(4, 2), emitted=(1, 3), draft_s=0.01, draft_calls=2, decode_s=0.1)
+    assert (one.target_steps, one.accepted) == (3, 5)
+    figures = speculation([one, two])
+    assert figures.acceptance_rate == pytest.approx(7 / 18)
+    assert figures.tokens_per_step == pytest.approx(12 / 5)
+    assert figures.draft_share_pct == pytest.approx(20.0)
+    assert figures.draft_step_ms == pytest.approx(5.0)
+    lookup = speculation([StepCounts(drafted=(0, 0), emitted=(1, 1), draft_s=0.0, draft_calls=0, decode_s=0.1)])
+    assert lookup.acceptance_rate is None and lookup.draft_share_pct is None and lookup.tokens_per_step == 1.0
 
 
 def test_inter_token_latency_is_positive_and_in_order():

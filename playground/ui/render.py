@@ -32,11 +32,15 @@ def config_title(config: RunConfig | Exception) -> str:
         return "cannot run"
     cache = f"cache {config.cache_impl}" if config.use_cache else "no cache"
     compiled = "" if config.compile == "off" else f" · compile {config.compile}"
-    return f"{config.backend}: {config.attn} · {config.dtype} · {cache}{compiled}"
+    spec = "" if config.spec == "none" else f" · spec {config.spec} ×{config.draft_tokens}"
+    return f"{config.backend}: {config.attn} · {config.dtype} · {cache}{compiled}{spec}"
 
 
-def token_span(text: str, index: int) -> str:
-    """One token, shaded by parity so token boundaries show; an empty token (partial character) stays invisible."""
+def token_span(text: str, index: int, draft: bool = False) -> str:
+    """One token, shaded by parity so token boundaries show; an empty token (partial character) stays invisible.
+    An accepted draft (speculative decoding) is underlined: it cost no target step of its own."""
+    if draft:
+        return f'<span class="tk tk{index % 2} tk-draft" title="accepted draft">{escape(text)}</span>'
     return f'<span class="tk tk{index % 2}">{escape(text)}</span>'
 
 
@@ -126,9 +130,21 @@ METRIC_ROWS = (
     ("Decode step: top GPU kernels", lambda r: _top_kernels(r)),
     ("Attention kernels: prefill", lambda r: _kernels(r, "prefill")),
     ("Attention kernels: decode", lambda r: _kernels(r, "decode")),
+    ("Speculative decoding", lambda r: _speculation(r)),
     ("Ran as", lambda r: escape(f"{r.attn_effective} · {r.dtype_effective} · {r.device_effective}")),
 )
 SPEEDUP_ROWS = {"TTFT (prefill)": "ttft", "Decode throughput": "decode"}  # metric row -> diagnostics headline
+
+
+def _speculation(rec: RunRecord) -> str:
+    """Acceptance and tokens per target step; the speedup is the decode row's B vs A against plain decoding."""
+    if rec.tokens_per_step is None:
+        return "off"
+    drafted = (f"{num(100 * rec.acceptance_rate, '%')} of drafts accepted · " if rec.acceptance_rate is not None
+               else "nothing drafted · ")
+    draft = f" · draft {num(rec.draft_share_pct, '%')} of decode time" if rec.draft_share_pct is not None else ""
+    return (f"{escape(rec.spec_effective)}: {drafted}{num(rec.tokens_per_step)} tokens per target step "
+            f"<span class='dim'>({rec.target_steps} steps for {rec.tokens_generated} tokens)</span>{draft}")
 
 
 def _kernels(rec: RunRecord, phase: str) -> str:

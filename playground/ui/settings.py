@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from playground.config import ATTENTIONS, COMPILE_MODES, SETTINGS, ConfigError, RunConfig
 from playground.hosting import HostingPolicy
+from playground.ui import speculation
 
 SIDES = ("A", "B")
 READY_PROMPTS = {
@@ -27,6 +28,7 @@ READY_PROMPTS = {
         "limited by memory bandwidth."
         for i in range(1, 10)
     ),
+    **speculation.READY_PROMPTS,
 }
 DEFAULT_PROMPT = next(iter(READY_PROMPTS.values()))
 
@@ -283,4 +285,4 @@ def comparisons() -> dict[str, Comparison]:
                    "before each matmul, so expect it slower and flagged; the tokens show what rounding cost.",
                    _column(dtype="fp32"), _column(dtype="fp32", quant="int8"), dict(new_tokens=128)),
     )
-    return {c.name: c for c in items}
+    return {c.name: c for c in (*items, *speculation.comparisons())}

@@ -81,7 +81,7 @@ class Pane:
             self.first_ms = token.t_ms
             self.status = self.status.replace(" · prefill", " · decode")
         self.last_ms = token.t_ms
-        self.chunks.append(render.token_span(token.text, token.index))
+        self.chunks.append(render.token_span(token.text, token.index, token.draft))
         self.texts.append(token.text)
 
     def finish(self, record: RunRecord) -> None:

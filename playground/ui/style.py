@@ -51,6 +51,7 @@ CSS = """
 .tk { border-radius: 3px; }
 .tk0 { background: rgba(79, 70, 229, 0.13); }
 .tk1 { background: rgba(249, 115, 22, 0.16); }
+.tk-draft { text-decoration: underline 2px rgba(22, 163, 74, 0.8); text-underline-offset: 3px; }
 .tk-diff { background: none; padding: 0; outline: 2px solid #e11d48; border-radius: 3px; cursor: help; }
 .tk-diff::before { content: "≠"; color: #fff; background: #e11d48; font-weight: 700; font-size: 11px;
                    padding: 0 3px; margin-right: 2px; border-radius: 3px 0 0 3px; }

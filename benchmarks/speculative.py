@@ -1,0 +1,114 @@
+"""Speculative decoding on the shipped pair: prompt lookup on an input-grounded prompt, and the trained draft.
+
+At batch 1 a decode step reads every weight for one token; speculation lets one target step verify several
+proposed tokens. What it buys is measured here as A vs B engine runs of the same configuration with
+speculation off and on (the engine's decode tok/s, prefill excluded), interleaved round by round so a busy
+host slows both sides alike, and reported as mean ± stdev over rounds. Greedy output must be identical.
+
+Ideal speedup, from the speculative run's own counts and times (all measured, none assumed):
+    ideal = τ · T / (T + D)
+where τ is tokens per target step (target forward passes counted), T is one plain decode step (1 / plain
+decode tok/s, the A side), and D is the draft's time per target step (time inside the draft model's forward
+over decode, per step; 0 for prompt lookup, whose n-gram search runs no model). It is the speedup if
+verifying a step's drafts cost one plain step and nothing else cost time; measured / ideal says how much
+the rest (verifying k+1 positions, cache cropping, transformers' assisted-generation loop) takes back.
+
+    python -m benchmarks.speculative                       # CPU: stdlib-llama-tiny with stdlib-llama-draft
+    python -m benchmarks.speculative --rounds 3 --draft-tokens 2,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from playground.config import RunConfig
+from playground.engine import run
+from playground.presets import DEFAULT_MODEL
+from playground.record import RunRecord, environment
+
+HELDOUT = Path(__file__).resolve().parent.parent / "tests" / "models" / "data" / "heldout_sample.jsonl"
+# Edit a module header the target has read: its greedy output copies the header (40 tokens) from the prompt.
+HEADER = ("Python Character Mapping Codec cp1250 generated from 'MAPPINGS/VENDORS/MICSFT/WINDOWS/CP1250.TXT' with "
+          "gencodec.py.\nWritten by Marc-Andre Lemburg (mal@lemburg.com).\n(c) Copyright CNRI, All Rights Reserved. "
+          "NO WARRANTY. (c) Copyright 2000 Guido van Rossum.")
+GROUNDED = f"Copy this module header for the cp1251 codec.\n\n{HEADER}\n\nPython Character Mapping Codec cp1251 generated from"
+
+
+def _pm(values: list[float], digits: int = 2) -> str:
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.{digits}f} ± {std:.{digits}f}"
+
+
+def _checked(config: RunConfig) -> RunRecord:
+    record = run(config)
+    if record.status != "ok":
+        raise SystemExit(f"{config.spec}: {record.status}: {record.reason}")
+    return record
+
+
+def ideal_speedup(plain: RunRecord, spec: RunRecord) -> float:
+    """τ · T / (T + D), from the two records (see the module docstring)."""
+    step_s = 1 / plain.decode_tok_s
+    spec_step_s = spec.tokens_per_step / spec.decode_tok_s  # decode time per target step of the B run
+    draft_s = (spec.draft_share_pct or 0.0) / 100 * spec_step_s
+    return spec.tokens_per_step * step_s / (step_s + draft_s)
+
+
+def pair(base: RunConfig, spec: str, draft_tokens: int) -> tuple[RunRecord, RunRecord]:
+    plain = _checked(base)
+    fast = _checked(base.replace(spec=spec, draft_tokens=draft_tokens))
+    if fast.output_ids != plain.output_ids:
+        raise SystemExit(f"{spec}: greedy output differs from plain decoding at token "
+                         f"{next(i for i, (a, b) in enumerate(zip(plain.output_ids, fast.output_ids)) if a != b)}")
+    return plain, fast
+
+
+def summarize(name: str, pairs: list[tuple[RunRecord, RunRecord]]) -> str:
+    plain, spec = [p for p, _ in pairs], [s for _, s in pairs]
+    drafted, accepted = sum(s.drafted_tokens for s in spec), sum(s.accepted_tokens for s in spec)
+    measured = [s.decode_tok_s / p.decode_tok_s for p, s in pairs]
+    ideal = [ideal_speedup(p, s) for p, s in pairs]
+    share = [s.draft_share_pct for s in spec if s.draft_share_pct is not None]
+    cells = (name, _pm([p.decode_tok_s for p in plain], 1), _pm([s.decode_tok_s for s in spec], 1),
+             f"{100 * accepted / drafted:.1f}" if drafted else "—", _pm([s.tokens_per_step for s in spec]),
+             _pm(share, 1) if share else "0", _pm(measured), _pm(ideal), _pm([m / i for m, i in zip(measured, ideal)]),
+             "identical")
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER_ROW = ("| method | plain tok/s | speculative tok/s | accepted % | tokens / target step | draft % of decode | "
+              "speedup | ideal speedup | measured / ideal | greedy tokens |\n" + "|---" * 10 + "|")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=5, help="A/B rounds for prompt lookup (mean ± stdev over them)")
+    ap.add_argument("--repeats", type=int, default=5, help="measured passes per engine run")
+    ap.add_argument("--lookup-tokens", type=int, default=10, help="prompt lookup's draft tokens per step")
+    ap.add_argument("--draft-tokens", default="2,3,4", help="the draft model's draft tokens per step, a list")
+    ap.add_argument("--prompts", type=int, default=6, help="held-out documents used as draft-model prompts")
+    args = ap.parse_args(argv)
+    common = dict(model=DEFAULT_MODEL, repeats=args.repeats, warmup=1, profile_kernels=False)
+    env = environment()
+    print(f"{DEFAULT_MODEL} (target) · {env['device_name']}, {env['cpu_count']} cores · torch {env['torch']} · "
+          f"transformers {env['transformers']} · commit {env['project_commit']}\n")
+
+    lookup = RunConfig(prompt=GROUNDED, new_tokens=40, **common)
+    rounds = [pair(lookup, "prompt_lookup", args.lookup_tokens) for _ in range(args.rounds)]
+    print(f"Prompt lookup, {args.lookup_tokens} draft tokens: copy a module header (40 new tokens, "
+          f"{args.rounds} rounds of {args.repeats} repeats)\n\n{HEADER_ROW}\n{summarize('prompt lookup', rounds)}\n")
+
+    texts = [json.loads(line)["text"] for line in HELDOUT.read_text().splitlines()[:args.prompts]]
+    prompts = [" ".join(text.split()[:30]) for text in texts]
+    print(f"Draft model stdlib-llama-draft: first 30 words of {len(prompts)} held-out documents, 64 new tokens, "
+          f"{args.repeats} repeats (mean ± stdev over prompts)\n\n{HEADER_ROW}")
+    for k in (int(k) for k in args.draft_tokens.split(",")):
+        pairs = [pair(RunConfig(prompt=p, new_tokens=64, **common), "draft", k) for p in prompts]
+        print(summarize(f"draft, {k} tokens", pairs))
+
+
+if __name__ == "__main__":
+    main()
