@@ -30,9 +30,11 @@ FAMILY_PATTERNS = _compiled((
     ("flash-attn", r"flash_attn|(?<!pytorch_)flash::|flash_fwd"),
     ("flex", r"flex_attention|FlexAttention|triton_tem_fused"),
 ))
-# Quantized-matmul families, for `playground.quantization` entries. UNVERIFIED until a GPU run records them:
-# names from torch's int8/int4 pack ops, torchao's mslk int4 kernels, `torch._scaled_mm` (fp8) and inductor's
-# fused kernels, which carry the dtype in their names only sometimes. On CPU torchao 0.18 runs int8 and fp8
+# Quantized-matmul families, for `playground.quantization` entries: names of torch's int8/int4 pack ops and
+# kernels (tinygemm), torchao's mslk int4 kernels and `torch._scaled_mm` (fp8). Seen on the H200 (torch 2.11):
+# an int8 prefill as `aten::_weight_int8pack_mm`. A compiled step's matmuls are inductor's Triton reductions,
+# named after their aten ops and not their dtypes (`triton_red_fused__to_copy_mm_...` for bf16 and int8 alike),
+# so no name proves them quantized and such a step is flagged. On CPU torchao 0.18 runs int8 and fp8
 # weight-only as `aten::_to_copy` (dequantize) then `aten::mm`: no family here, so a fallback.
 QUANT_PATTERNS = _compiled((
     ("int4-mm", r"mslk|_weight_int4pack_mm|tinygemm|int4.*(gemm|gemv|mm)"),
@@ -41,7 +43,7 @@ QUANT_PATTERNS = _compiled((
 ))
 # Every matmul op or kernel, recorded so a new kernel can be named after a run; the quantized ones above included.
 MATMUL = re.compile(r"^aten::(mm|addmm|bmm|matmul|linear)$|gemm|gemv|cutlass|cublas|mslk|_pack_mm|_int_mm|_scaled_mm"
-                    r"|int8|int4|fp8|e4m3")
+                    r"|int8|int4|fp8|e4m3|^triton_\w*_fused\w*_mm_")
 # Seen on the H200: after torch._dynamo's recompile limit (8 shapes) flex_attention stops compiling
 FLEX_UNFUSED = ("flex_attention compiles a kernel per input shape; past torch._dynamo's recompile limit it runs "
                 "unfused, materialising the full score matrix (a new process compiles it again)")

@@ -132,3 +132,10 @@ def test_int8_keeps_the_shipped_models_perplexity_and_logits():
     ids = fp32.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
     error = quality.logit_error(quality.logits(int8.model, ids), quality.logits(fp32.model, ids))
     assert 0 < error.relative < 0.05
+
+
+def test_a_compiled_steps_triton_matmul_is_listed_but_proves_no_quantization():
+    """Seen on the H200: inductor names an int8 projection's kernel as it names the bf16 one."""
+    name = "triton_red_fused__to_copy_add_mean_mm_mul_pow_rsqrt_t_view_8"
+    assert matmul_families([name, "triton_poi_fused_add_0"]) == ([name], [])
+    assert quant_fallback("int8", {"decode": PhaseKernels(matmuls=[name])})
