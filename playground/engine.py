@@ -451,6 +451,8 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
         _fill_roofline(record, config, lm, bandwidth, steady[-1].kv_cache_bytes)
     if steady[-1].steps is not None:
         _fill_speculation(record, config, [p.steps for p in steady])
+    else:
+        record.spec_effective = "none"
 
 
 def _fill_speculation(record: RunRecord, config: RunConfig, passes: list[StepCounts]) -> None:

@@ -55,7 +55,7 @@ def test_counts_add_up_and_tokens_say_which_were_drafts(spec):
 
 
 def test_without_speculation_no_step_figures(plain):
-    assert plain.target_steps is None and plain.acceptance_rate is None and plain.spec_effective is None
+    assert plain.target_steps is None and plain.acceptance_rate is None and plain.spec_effective == "none"
 
 
 def test_prompt_lookup_that_finds_nothing_is_flagged():
