@@ -110,6 +110,10 @@ class RunConfig:
     mode: str = _setting("benchmark", "mode", "benchmark: exactly N tokens; free: EOS may end", choices=MODES)
     batch_size: int = _setting(1, "batch size", "batch sizes", bounds=(1, MAX_BATCH_SIZE), sweep=True,
                                column="batch")
+    length_spread_pct: int = _setting(0, "prompt length spread %", "how uneven the batch's prompts are: row i keeps "
+                                      "a prefix of 100 - spread x i/(batch-1) percent of the prompt, left-padded "
+                                      "(0: every row the whole prompt)", bounds=(0, 100), sweep=True,
+                                      column="spread %")
     temperature: float = _setting(0.0, "temperature", "sampling temperature from 0 (greedy) to 10")
     seed: int = _setting(0, "seed", "random seed for sampling and synthetic prompts", bounds=(0, 2**63 - 1))
     repeats: int = _setting(3, "repeats", "measured passes per run; results are mean ± stddev",
@@ -184,6 +188,10 @@ class RunConfig:
                     f"compile={self.compile} needs warmup >= 1: the first call compiles, and without a warm-up "
                     "that time would land in the measured repeats"
                 )
+        if self.length_spread_pct and self.batch_size > 1 and not backends.REGISTRY[self.backend].padded_batches:
+            raise ConfigError(f"length_spread_pct={self.length_spread_pct} pads the batch's shorter prompts, and "
+                              f"backend={self.backend} takes no attention mask: set length_spread_pct 0 (uniform "
+                              "prompts) or use backend transformers")
         if backends.REGISTRY[self.backend].static_cache_only and not (self.use_cache and self.cache_impl == "static"):
             raise ConfigError(f"backend={self.backend} always decodes from its own static KV cache: set use_cache on "
                               "and cache_impl=static")
@@ -195,8 +203,7 @@ class RunConfig:
             raise ConfigError(f"attn={self.attn} runs only in {allowed}; choose dtype {allowed} (or auto on a GPU)")
         quant = quantization.REGISTRY[self.quant]
         if self.backend not in quant.backends:
-            raise ConfigError(f"quant={self.quant} runs on backend {' or '.join(quant.backends)} only: the fast "
-                              "backend fuses plain weight tensors, which quantized ones are not")
+            raise ConfigError(f"quant={self.quant} runs on backend {' or '.join(quant.backends)} only")
         if self.dtype != "auto" and self.dtype not in quant.dtypes:
             raise ConfigError(f"quant={self.quant} kernels take only {' or '.join(quant.dtypes)} activations; "
                               f"choose dtype {' or '.join(quant.dtypes)}")
@@ -212,12 +219,12 @@ class RunConfig:
         if not self.use_cache:
             raise ConfigError(f"spec={self.spec} needs use_cache on: the target verifies the drafts against its KV "
                               "cache and crops the rejected ones from it")
-        if self.compile != "off":
-            raise ConfigError(f"spec={self.spec} needs compile off: each target step verifies as many tokens as "
-                              "were drafted, so a compiled step would see a new shape almost every time")
+        if self.compile != "off" and self.backend not in method.compiled_backends:
+            raise ConfigError(f"spec={self.spec} needs compile off on backend {self.backend}: each target step "
+                              "verifies as many tokens as were drafted, so a compiled step would see a new shape "
+                              "almost every time")
         if self.batch_size != 1:
-            raise ConfigError(f"spec={self.spec} needs batch_size 1: transformers accepts drafts for one sequence "
-                              "at a time")
+            raise ConfigError(f"spec={self.spec} needs batch_size 1: drafts are accepted for one sequence at a time")
 
     @property
     def greedy(self) -> bool:

@@ -41,7 +41,9 @@ from playground.config import ConfigError, RunConfig
 from playground.hardware import memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
                                hub_download_bytes, matmul_shape, max_context, model_source)
-from playground.metrics import PassTiming, StepCounts, prefill_flops, speculation, summarize
+from playground.backends import request
+from playground.metrics import (PassTiming, StepCounts, aggregate_tok_s, kv_bytes_per_token_measured, padding,
+                                prefill_flops, speculation, summarize)
 from playground.record import RunRecord, environment
 
 PROFILE_NEW_TOKENS = 9  # one prefill step and eight decode steps are enough to name the kernels
@@ -207,11 +209,15 @@ class _SpeculationProbe:
         for hook in self._hooks:
             hook.remove()
 
-    def counts(self, recorder: _Recorder) -> StepCounts:
-        """The pass's counts; draft time is what falls in decode, from the first token to the last."""
+    def counts(self, recorder: _Recorder, drafting: backends.Drafting | None) -> StepCounts:
+        """The pass's counts, from the hooks or from what the backend measured itself (`drafting`); draft
+        time is what falls in decode, from the first token to the last."""
         first, last = recorder.times[0], recorder.times[-1]
-        decoding = [end - start for start, end in self.draft_spans if start >= first and end <= last]
-        return StepCounts(tuple(self.drafted), tuple(recorder.emitted), sum(decoding), len(decoding), last - first)
+        drafted, spans = (self.drafted, self.draft_spans) if drafting is None else (drafting.drafted,
+                                                                                   drafting.draft_spans)
+        decoding = [end - start for start, end in spans if start >= first and end <= last]
+        calls = len(decoding) if drafting is None else drafting.draft_calls
+        return StepCounts(tuple(drafted), tuple(recorder.emitted), sum(decoding), calls, last - first)
 
 
 class IncrementalDecoder:
@@ -331,6 +337,7 @@ def _generate_on_device(backend: backends.Backend, call: functools.partial, conf
         synchronize(device)
         result["end"] = time.perf_counter()
     result["kv"] = backend.kv_cache_bytes(out)
+    result["drafting"] = backend.speculation(out)
     # what the call used beyond the weights: CUDA's peak counts them, the RSS growth does not
     result["mem"] = torch.cuda.max_memory_allocated() if device == "cuda" else rss.growth_bytes
     return result
@@ -378,7 +385,7 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
         raise RuntimeError("generate produced no tokens")
     timing = PassTiming(recorder.prefill_start, tuple(recorder.times), result["end"], result["call_start"])
     return PassOutput(timing, recorder.ids, result["kv"], result["mem"], result["inference_mode"],
-                      result.get("phases", {}), probe.counts(recorder) if probe else None)
+                      result.get("phases", {}), probe.counts(recorder, result["drafting"]) if probe else None)
 
 
 def prompt_ids(config: RunConfig, tokenizer, model_config) -> torch.Tensor:
@@ -423,6 +430,8 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
     record.ttft_ms, record.ttft_ms_std = ttft.mean, ttft.std
     if decode:
         record.decode_tok_s, record.decode_tok_s_std = decode.mean, decode.std
+        record.aggregate_decode_tok_s, record.aggregate_decode_tok_s_std = (
+            aggregate_tok_s(decode.mean, config.batch_size), aggregate_tok_s(decode.std, config.batch_size))
     if itl:
         record.itl_ms_mean, record.itl_ms_p50, record.itl_ms_p90, record.itl_ms_p99 = itl.mean, itl.p50, itl.p90, itl.p99
     record.e2e_ms, record.e2e_ms_std = e2e.mean, e2e.std
@@ -439,6 +448,9 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
     record.inference_mode = all(p.inference_mode for p in steady)
     record.model_training = lm.model.training
     record.kv_cache_mb = steady[-1].kv_cache_bytes / 2**20
+    record.kv_bytes_per_token = memory.kv_cache_bytes(lm.model.config, 1, 1, record.dtype_effective)
+    record.kv_bytes_per_token_measured = kv_bytes_per_token_measured(
+        steady[-1].kv_cache_bytes, config.batch_size, record.prompt_tokens, record.tokens_generated)
     record.output_ids = steady[-1].ids
     record.output_text = lm.tokenizer.decode(steady[-1].ids, skip_special_tokens=True)
     record.itl_ms = steady[-1].timing.itl_ms
@@ -498,8 +510,8 @@ def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) ->
     record.fallback = "; ".join(notes) or None
 
 
-def check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str) -> None:
-    """Refuse, with the numbers, a run whose weights and KV cache cannot fit in free memory."""
+def check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str) -> memory.Estimate:
+    """Refuse, with the numbers, a run whose weights and KV cache cannot fit in free memory; else the estimate."""
     key = cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code, config.quant)
     # before tokenizing, a text prompt has at most one token per UTF-8 byte (plus specials)
     prompt_tokens = config.prompt_tokens or len(config.prompt.encode("utf-8")) + 2
@@ -510,6 +522,7 @@ def check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str)
     except ValueError as exc:  # e.g. a config that AutoModelForCausalLM cannot build
         raise LoadError(explain_load_error(config.model, model_source(config.model), exc)) from exc
     memory.refuse_if_too_big(est, device, prompt_tokens + config.new_tokens, config.batch_size)
+    return est
 
 
 def _load_with_progress(config: RunConfig, models: ModelCache, device: str, dtype: str) -> Iterator[Phase]:
@@ -549,7 +562,7 @@ def _attach_draft(config: RunConfig, models: ModelCache, lm: LoadedModel) -> Ite
 def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
     device, dtype = capabilities.check(config)
     record.device_effective, record.dtype_effective = device, dtype
-    check_memory(config, models, device, dtype)
+    record.max_batch_predicted = check_memory(config, models, device, dtype).max_batch
     lm, reused = yield from _load_with_progress(config, models, device, dtype)
     record.model_source, record.random_weights, record.num_params = lm.source, lm.random_weights, lm.num_params
     record.load_s, record.model_reused = (0.0 if reused else lm.load_s), reused
@@ -562,8 +575,12 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         record.fallback = "; ".join(filter(None, [record.fallback, f"quant={config.quant} was requested but "
                                                   "torchao left every linear weight unquantized"]))
     yield from _attach_draft(config, models, lm)
-    input_ids = prompt_ids(config, lm.tokenizer, lm.model.config).repeat(config.batch_size, 1).to(lm.device)
+    prompt = prompt_ids(config, lm.tokenizer, lm.model.config)
+    input_ids = request.padded_batch(config, prompt, request.pad_token_id(lm.tokenizer)).to(lm.device)
     record.prompt_tokens = input_ids.shape[1]
+    pad = padding(request.row_lengths(prompt.shape[1], config.batch_size, config.length_spread_pct), prompt.shape[1])
+    record.prompt_real_tokens, record.prompt_padded_tokens, record.padding_pct = (
+        pad.real_tokens, pad.padded_tokens, pad.padding_pct)
     backend = backends.get(config.backend)
     reason = backend.unsupported(config, lm, input_ids.shape[1] + config.new_tokens)
     if reason:

@@ -27,6 +27,7 @@ class Method:
     label: str  # UI wording
     draft_model: bool = False  # proposes with a draft model (the `draft_model` setting)
     backends: tuple[str, ...] = ("transformers",)  # the generation backends (playground.backends) that take it
+    compiled_backends: tuple[str, ...] = ()  # those whose speculative step compiles (a fixed number of drafts)
 
     @property
     def speculates(self) -> bool:
@@ -35,7 +36,8 @@ class Method:
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("none", "none (one target step per token)", backends=backends.NAMES),
-    Method("draft", "draft model (assisted generation)", draft_model=True),
+    Method("draft", "draft model (assisted generation; the fast backend's own verify step)", draft_model=True,
+           backends=("transformers", "fast"), compiled_backends=("fast",)),
     Method("prompt_lookup", "prompt lookup (n-grams from the prompt)"),
 )}
 NAMES = tuple(REGISTRY)

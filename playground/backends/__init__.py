@@ -24,10 +24,11 @@ class Entry:
     name: str
     module: str  # the module that implements `Backend`, imported by `get`
     static_cache_only: bool = False  # decodes from its own static KV cache: needs use_cache on, cache_impl=static
+    padded_batches: bool = False  # takes an attention mask, so a batch of prompts of different lengths
 
 
 REGISTRY: dict[str, Entry] = {e.name: e for e in (
-    Entry("transformers", "playground.backends.transformers"),
+    Entry("transformers", "playground.backends.transformers", padded_batches=True),
     Entry("fast", "playground.backends.fast", static_cache_only=True),
 )}
 NAMES = tuple(REGISTRY)
@@ -46,6 +47,17 @@ class Backend(Protocol):
 
     def compiled(self, config: RunConfig, lm: LoadedModel) -> str:
         """What it compiled, for the record; "" when nothing was."""
+
+    def speculation(self, output: Any) -> Drafting | None:
+        """What a speculative `generate` drafted, when the backend measured it itself; None when the
+        engine's hooks on the models' forward passes do (the transformers backend)."""
+
+
+@dataclass(frozen=True)
+class Drafting:
+    drafted: tuple[int, ...]  # drafts each target step verified (0 for the prefill)
+    draft_spans: tuple[tuple[float, float], ...]  # (start, end) perf_counter times of the draft's work, synced
+    draft_calls: int  # draft forward passes
 
 
 def get(name: str) -> Backend:

@@ -6,9 +6,11 @@ from typing import Sequence
 
 import torch
 
+from playground.backends import Drafting
 from playground.backends.request import generate_kwargs
 from playground.config import RunConfig
 from playground.fast import FastOutput, fast_generate, unsupported_reason
+from playground.fast.speculative import SpeculativeOutput, speculative_generate
 from playground.loader import LoadedModel
 
 
@@ -18,8 +20,20 @@ def unsupported(config: RunConfig, lm: LoadedModel, total_tokens: int) -> str | 
 
 def generate(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int, streamer,
              stopping_criteria: Sequence) -> FastOutput:
-    return fast_generate(lm.model, **generate_kwargs(config, lm, input_ids, new_tokens), streamer=streamer,
-                         stopping_criteria=stopping_criteria, compile_mode=config.compile)
+    kwargs = generate_kwargs(config, lm, input_ids, new_tokens)
+    if config.spec == "draft":
+        del kwargs["attention_mask"], kwargs["top_k"], kwargs["top_p"]
+        return speculative_generate(lm.model, lm.draft.model, **kwargs, draft_tokens=config.draft_tokens,
+                                    streamer=streamer, stopping_criteria=stopping_criteria,
+                                    compile_mode=config.compile)
+    return fast_generate(lm.model, **kwargs, streamer=streamer, stopping_criteria=stopping_criteria,
+                         compile_mode=config.compile)
+
+
+def speculation(output: FastOutput) -> Drafting | None:
+    if not isinstance(output, SpeculativeOutput):
+        return None
+    return Drafting(tuple(output.drafted), tuple(output.draft_spans), output.draft_calls)
 
 
 def kv_cache_bytes(output: FastOutput) -> int:
@@ -29,5 +43,9 @@ def kv_cache_bytes(output: FastOutput) -> int:
 def compiled(config: RunConfig, lm: LoadedModel) -> str:
     if config.compile == "off":
         return ""
+    if config.spec == "draft":
+        return (f"draft's decode step and the target's verify step over {config.draft_tokens + 1} tokens: "
+                f"torch.compile(mode={config.compile}, fullgraph=True) by the fast backend, each replayed as one "
+                "CUDA graph; prefills eager")
     return (f"decode step: torch.compile(decode_one_token, mode={config.compile}, fullgraph=True) by the fast "
             "backend, replayed as one CUDA graph per token; prefill compiled with dynamic shapes")

@@ -65,3 +65,7 @@ def compiled(config: RunConfig, lm: LoadedModel) -> str:
         return ""
     return (f"decode step: torch.compile(model.__call__, mode={config.compile}) by transformers generate; "
             "prefill runs eager")
+
+
+def speculation(output: Any) -> None:
+    return None  # the engine's hooks count the target's forward passes and time the draft's

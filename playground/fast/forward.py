@@ -103,6 +103,25 @@ def normed_input(norm, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return materialize(norm(x)) if is_quantized(weight) else norm(x)
 
 
+def attend_chunk_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV, positions: torch.Tensor,
+                      visible: torch.Tensor) -> torch.Tensor:
+    """Store n tokens' k/v at `positions` (n,) and attend to the cache where `visible` (1, 1, n, cache_len)."""
+    kv.keys.index_copy_(2, positions, k)
+    kv.values.index_copy_(2, positions, v)
+    gqa = {"enable_gqa": True} if attn.num_key_value_groups > 1 else {}
+    return F.scaled_dot_product_attention(q, kv.keys, kv.values, attn_mask=visible, scale=attn.scaling, **gqa)
+
+
+def chunk_attention(model, state: StaticState, positions: torch.Tensor):
+    """Attention for n consecutive tokens at `positions` (n,), each seeing the cache up to its own position."""
+    if uses_flash_attn(model.config):  # flash-attn aligns a causal mask to the end of the filled cache
+        filled = (positions[-1:] + 1).to(torch.int32).repeat(state.batch)
+        return functools.partial(attend_decode_flash, pos=positions, filled=filled)
+    cache_positions = torch.arange(state.cache_len, device=positions.device)
+    visible = (cache_positions[None, :] <= positions[:, None]).view(1, 1, positions.shape[0], state.cache_len)
+    return functools.partial(attend_chunk_sdpa, positions=positions, visible=visible)
+
+
 def decoder_layer(layer, fused: FusedLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                   attend) -> torch.Tensor:
     """One pre-norm block: x + attention(norm(x)), then + mlp(norm(x)). x (batch, seq, hidden)."""
@@ -195,3 +214,16 @@ def decode_one_token(model, state: StaticState, sample: bool) -> tuple[torch.Ten
     state.tokens.index_copy_(1, pos + 1, next_token[:, None])
     state.pos.add_(1)
     return next_token, logits
+
+
+def forward_chunk(model, state: StaticState, n: int) -> torch.Tensor:
+    """Run the n tokens at positions pos..pos+n-1 of `state.tokens` through the model, writing their k/v.
+
+    Returns logits (batch, n, vocab) float32: row i predicts the token at pos + i + 1. Leaves `state.pos`
+    alone: a speculative step verifies n - 1 drafts at once, then moves pos past the accepted ones.
+    """
+    positions = state.pos + torch.arange(n, device=state.pos.device)
+    tokens = state.tokens.index_select(1, positions)  # (batch, n)
+    cos, sin = state.cos.index_select(0, positions), state.sin.index_select(0, positions)
+    x = run_layers(model, state, model.model.embed_tokens(tokens), cos, sin, chunk_attention(model, state, positions))
+    return model.lm_head(normed_input(model.model.norm, x, model.lm_head.weight)).float()

@@ -278,7 +278,7 @@ def comparisons() -> dict[str, Comparison]:
         Comparison("Quantization: bf16 vs int4",
                    "int4 weight-only (torchao, group 128) reads a quarter of bf16's weight bytes, but decode only "
                    "gets faster if the matmul reads them packed: the kernels row says whether it did. Runs only on "
-                   "a CUDA GPU with mslk-cuda; elsewhere B says why.",
+                   "a CUDA GPU in bf16; elsewhere B says why.",
                    _column(dtype="bf16"), _column(dtype="bf16", quant="int4"), dict(new_tokens=128)),
         Comparison("Quantization: fp32 vs int8",
                    "int8 weight-only (torchao) stores a quarter of fp32's weight bytes. On CPU torchao dequantizes "

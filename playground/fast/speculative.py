@@ -1,0 +1,208 @@
+"""Speculative decoding on the fast decoder: a draft model proposes k tokens, the target checks them in one pass.
+
+At batch 1 a target step costs about the same for one token as for k + 1 (it reads every weight
+once either way), so each accepted draft is a token for the price of a draft step. A round:
+
+1. the draft runs k decode steps from the last accepted token (`decode_one_token`, compiled and
+   replayed like the fast backend's own step), writing its proposals d1..dk into its token buffer;
+2. the proposals are copied after the last token in the target's buffer, and `forward_chunk` runs
+   those k + 1 tokens through the target at once, writing their k/v;
+3. greedy: the longest prefix of drafts equal to the target's own argmax is accepted, and the
+   target's token after it is appended, so the output equals non-speculative greedy decoding token
+   for token. Sampling: each draft is accepted with probability min(1, p/q) and a rejection is
+   resampled from max(0, p - q), which leaves the output distributed as the target's own;
+4. rollback is a position: both static caches keep their stale entries past the accepted tokens,
+   which no later step sees (attention masks by position) and the next round overwrites.
+
+The host reads the accepted count back once a round; everything else stays on the device.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+
+from playground.fast.forward import decode_one_token, forward_chunk, prefill
+from playground.fast.fuse import fused_layers, mark_fused_static
+from playground.fast.generate import (FastOutput, _eos_ids, _reset, _stop_requested, compiled_steps,
+                                      decode_compile_options)
+from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
+
+
+@dataclass
+class SpeculativeOutput(FastOutput):
+    drafted: list[int] = field(default_factory=list)  # drafts each target step verified (0 for the prefill)
+    accepted: list[int] = field(default_factory=list)  # drafts each target step accepted
+    draft_spans: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of each round's drafting
+    draft_calls: int = 0  # the draft's decode steps
+
+
+def compiled_verify(model, state: StaticState, compile_mode: str, n: int) -> Callable:
+    """`forward_chunk` over n tokens, compiled once per state for CUDA-graph replay like the decode step."""
+    if compile_mode == "off":
+        return lambda m, s: forward_chunk(m, s, n)
+    key = ("verify", compile_mode, n)
+    if key not in state.compiled:
+        mark_static(state)
+        mark_fused_static(model)
+        chunk = torch.compile(forward_chunk, options=decode_compile_options(compile_mode, state.cos.dtype),
+                              fullgraph=True)
+
+        def verify(m, s):
+            torch.compiler.cudagraph_mark_step_begin()
+            return chunk(m, s, n).clone()  # the graph's output buffer is reused by its next replay
+
+        state.compiled[key] = (verify, verify)
+    return state.compiled[key][0]
+
+
+def _accept_greedy(drafts: torch.Tensor, logits: torch.Tensor) -> tuple[int, int]:
+    """(accepted drafts, the target's token after them) for drafts (k,) and target logits (k + 1, vocab)."""
+    target = logits.argmax(dim=-1)
+    matches = (drafts == target[:-1]).int().cumprod(dim=0)
+    n = int(matches.sum())
+    return n, int(target[n])
+
+
+def _accept_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor, logits: torch.Tensor,
+                    temperature: float) -> tuple[int, int]:
+    """Rejection sampling (Leviathan et al. 2023): the kept tokens follow the target's distribution exactly."""
+    probs = torch.softmax(logits / temperature, dim=-1)  # (k + 1, vocab)
+    k = drafts.shape[0]
+    p = probs[:k].gather(1, drafts[:, None]).squeeze(1)
+    q = draft_probs.gather(1, drafts[:, None]).squeeze(1)
+    accept = torch.rand_like(p) * q <= p  # u < p/q without dividing by a zero q
+    n = int(accept.int().cumprod(dim=0).sum())
+    if n == k:
+        return n, int(torch.multinomial(probs[k], 1))
+    residual = (probs[n] - draft_probs[n]).clamp_min(0)
+    return n, int(torch.multinomial(residual / residual.sum(), 1))
+
+
+def _masked(logits: torch.Tensor, state: StaticState) -> torch.Tensor:
+    """EOS masked where the position of the token predicted is within min_new_tokens, as `select_token` does."""
+    positions = state.pos + torch.arange(logits.shape[0], device=logits.device)
+    return logits.masked_fill(state.eos_mask & (positions < state.eos_until)[:, None], float("-inf"))
+
+
+def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_tokens: int, draft_tokens: int,
+                         min_new_tokens: int | None = None, do_sample: bool = False, temperature: float | None = None,
+                         streamer=None, stopping_criteria: Sequence[Callable] | None = None,
+                         compile_mode: str = "off", eos_token_id: int | list[int] | None = None,
+                         pad_token_id: int | None = None) -> SpeculativeOutput:
+    """Generate one sequence with `draft` proposing `draft_tokens` tokens per target step.
+
+    `streamer.put` gets the prompt, then each target step's accepted drafts and the target's own
+    token together as a (1, m) tensor, as transformers' assisted generation hands them over.
+    """
+    if input_ids.shape[0] != 1:
+        raise ValueError(f"speculative decoding runs one sequence, got a batch of {input_ids.shape[0]}")
+    prompt_len, k = input_ids.shape[1], draft_tokens
+    eos = _eos_ids(model, eos_token_id)
+    pad = pad_token_id if pad_token_id is not None else model.generation_config.pad_token_id
+    pad = pad if pad is not None else (eos[0] if eos else 0)
+    temp = 1.0 if temperature is None else float(temperature)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    cache_len = cache_len_for(prompt_len + max_new_tokens + k + 1, limit)
+    criteria = list(stopping_criteria or [])
+    out = SpeculativeOutput(sequences=input_ids, past_key_values=None, state_reused=False)
+
+    fused_layers(model)
+    fused_layers(draft)
+    with torch.inference_mode():
+        target, reused = state_cache(model).get(model, 1, cache_len)
+        small, _ = state_cache(draft).get(draft, 1, cache_len)
+        for state in (target, small):
+            _reset(state, eos, prompt_len + (min_new_tokens or 0) - 1, pad, temp)
+        _, draft_step = compiled_steps(draft, small, compile_mode, compile_prefill=False)
+        verify = compiled_verify(model, target, compile_mode, k + 1)
+        if streamer is not None:
+            streamer.put(input_ids.cpu())
+        ids = input_ids.to(target.tokens.device)
+        first, _ = prefill(model, target, ids, do_sample)
+        prefill(draft, small, ids, do_sample)
+        small.tokens[:, prompt_len] = first  # the draft continues from the target's token, not its own
+        tokens = [int(first[0])]
+        out.drafted.append(0)
+        out.accepted.append(0)
+        if not _emit(tokens, streamer, criteria, eos, target, prompt_len + 1):
+            while len(tokens) < max_new_tokens:
+                start = _sync_time(target)
+                small.finished.zero_()  # a drafted EOS would pad the draft's later proposals for good
+                draft_probs = []
+                for _ in range(k):
+                    _, logits = draft_step(draft, small, do_sample)
+                    if do_sample:  # the distribution the draft sampled from: EOS masked as select_token did
+                        masked = logits[0].masked_fill(small.eos_mask & (small.pos - 1 < small.eos_until),
+                                                       float("-inf"))
+                        draft_probs.append(torch.softmax(masked / temp, dim=-1))
+                out.draft_spans.append((start, _sync_time(target)))
+                out.draft_calls += k
+                pos = int(target.pos)
+                drafts = small.tokens[0, pos + 1: pos + k + 1].clone()
+                target.tokens[0, pos + 1: pos + k + 1] = drafts
+                logits = _masked(verify(model, target)[0], target)
+                n, token = (_accept_sampled(drafts, torch.stack(draft_probs), logits, temp) if do_sample
+                            else _accept_greedy(drafts, logits))
+                new = drafts[:n].tolist() + [token]
+                start = _sync_time(target)
+                if _advance(draft, small, draft_step, target, pos, n, k, token, do_sample):
+                    out.draft_spans.append((start, _sync_time(target)))
+                    out.draft_calls += 1
+                out.drafted.append(k)
+                out.accepted.append(n)
+                new = new[: max_new_tokens - len(tokens)]
+                tokens += new
+                if _emit(new, streamer, criteria, eos, target, prompt_len + len(tokens)):
+                    break
+        tokens = _until_eos(tokens, eos)
+        if streamer is not None:
+            streamer.end()
+        out.sequences = torch.cat([input_ids.cpu(), torch.tensor([tokens])], dim=1)
+        out.past_key_values, out.state_reused = target, reused
+    return out
+
+
+def _advance(draft, small: StaticState, draft_step: Callable, target: StaticState, pos: int, n: int, k: int,
+             token: int, sample: bool) -> bool:
+    """Move both positions past the n accepted drafts and put the target's token after them in both buffers.
+
+    The draft has cached positions up to pos + k - 1; when every draft was accepted it has not yet seen
+    the last one, so it runs one more step before continuing from the target's token. Returns whether it did.
+    """
+    if n == k:
+        small.pos.fill_(pos + k)
+        draft_step(draft, small, sample)
+    small.pos.fill_(pos + n + 1)
+    small.tokens[0, pos + n + 1] = token
+    target.pos.fill_(pos + n + 1)
+    target.tokens[0, pos + n + 1] = token
+    return n == k
+
+
+def _emit(new: list[int], streamer, criteria: Sequence[Callable], eos: list[int], state: StaticState,
+          length: int) -> bool:
+    """Stream the round's tokens (up to an EOS) and say whether the run ends here."""
+    kept = _until_eos(new, eos)
+    if streamer is not None and kept:
+        streamer.put(torch.tensor([kept]))
+    if len(kept) < len(new):
+        return True
+    return bool(criteria) and bool(_stop_requested(criteria, state.tokens[:, :length].cpu(), None).all())
+
+
+def _until_eos(tokens: list[int], eos: list[int]) -> list[int]:
+    """`tokens` up to and including the first EOS."""
+    for i, token in enumerate(tokens):
+        if token in eos:
+            return tokens[: i + 1]
+    return tokens
+
+
+def _sync_time(state: StaticState) -> float:
+    if state.tokens.is_cuda:
+        torch.cuda.synchronize(state.tokens.device)
+    return time.perf_counter()
