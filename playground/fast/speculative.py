@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from playground.fast.forward import decode_one_token, forward_chunk, prefill
+from playground.fast.forward import forward_chunk, prefill
 from playground.fast.fuse import fused_layers, mark_fused_static
 from playground.fast.generate import (FastOutput, _eos_ids, _reset, _stop_requested, compiled_steps,
                                       decode_compile_options)
