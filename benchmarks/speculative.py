@@ -15,6 +15,8 @@ the rest (verifying k+1 positions, cache cropping, transformers' assisted-genera
 
     python -m benchmarks.speculative                       # CPU: stdlib-llama-tiny with stdlib-llama-draft
     python -m benchmarks.speculative --rounds 3 --draft-tokens 2,4
+    python -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16   # CUDA: the fast
+        # backend's compiled draft and verify steps (prompt lookup is transformers-only and is skipped there)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import statistics
 from pathlib import Path
 
+from playground import backends, speculative
 from playground.config import RunConfig
 from playground.engine import run
 from playground.presets import DEFAULT_MODEL
@@ -90,16 +93,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lookup-tokens", type=int, default=10, help="prompt lookup's draft tokens per step")
     ap.add_argument("--draft-tokens", default="2,3,4", help="the draft model's draft tokens per step, a list")
     ap.add_argument("--prompts", type=int, default=6, help="held-out documents used as draft-model prompts")
+    ap.add_argument("--backend", default="transformers", choices=backends.NAMES)
+    ap.add_argument("--compile", default="off", help="compile mode (the fast backend compiles its draft and verify "
+                                                     "steps; transformers' assisted generation does not compile)")
+    ap.add_argument("--dtype", default="auto")
     args = ap.parse_args(argv)
-    common = dict(model=DEFAULT_MODEL, repeats=args.repeats, warmup=1, profile_kernels=False)
+    static = args.backend == "fast" or args.compile != "off"
+    common = dict(model=DEFAULT_MODEL, repeats=args.repeats, warmup=1, profile_kernels=False, backend=args.backend,
+                  compile=args.compile, dtype=args.dtype, cache_impl="static" if static else "dynamic")
     env = environment()
     print(f"{DEFAULT_MODEL} (target) · {env['device_name']}, {env['cpu_count']} cores · torch {env['torch']} · "
           f"transformers {env['transformers']} · commit {env['project_commit']}\n")
 
-    lookup = RunConfig(prompt=GROUNDED, new_tokens=40, **common)
-    rounds = [pair(lookup, "prompt_lookup", args.lookup_tokens) for _ in range(args.rounds)]
-    print(f"Prompt lookup, {args.lookup_tokens} draft tokens: copy a module header (40 new tokens, "
-          f"{args.rounds} rounds of {args.repeats} repeats)\n\n{HEADER_ROW}\n{summarize('prompt lookup', rounds)}\n")
+    print(f"backend {args.backend}, compile {args.compile}, dtype {args.dtype}\n")
+    if args.backend in speculative.REGISTRY["prompt_lookup"].backends:
+        lookup = RunConfig(prompt=GROUNDED, new_tokens=40, **common)
+        rounds = [pair(lookup, "prompt_lookup", args.lookup_tokens) for _ in range(args.rounds)]
+        print(f"Prompt lookup, {args.lookup_tokens} draft tokens: copy a module header (40 new tokens, "
+              f"{args.rounds} rounds of {args.repeats} repeats)\n\n{HEADER_ROW}\n{summarize('prompt lookup', rounds)}\n")
 
     texts = [json.loads(line)["text"] for line in HELDOUT.read_text().splitlines()[:args.prompts]]
     prompts = [" ".join(text.split()[:30]) for text in texts]
