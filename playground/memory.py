@@ -2,6 +2,10 @@
 
 Loading an 8B model into a 24 GB GPU, or asking for a 128k-token cache, should be refused in a
 second with the numbers, not after a minute of loading and an out-of-memory crash.
+
+The same numbers say how many sequences fit at once (`Estimate.max_batch`): what is free beyond the
+weights, over what one more sequence adds, its KV cache for the whole context plus its prompt's
+largest prefill transient (the MLP's gate, up and product over every prompt token).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ class Estimate:
     weights_bytes: int
     kv_bytes: int
     free_bytes: int
+    sequence_bytes: int = 0  # one more sequence: its KV cache plus its prefill transient (`max_batch`)
 
     @property
     def needed_bytes(self) -> int:
@@ -30,6 +35,13 @@ class Estimate:
     @property
     def fits(self) -> bool:
         return self.needed_bytes <= self.free_bytes
+
+    @property
+    def max_batch(self) -> int | None:
+        """Most sequences of this context that fit: (free / HEADROOM - weights) // bytes per sequence."""
+        if not self.sequence_bytes:
+            return None
+        return max(0, int((self.free_bytes / HEADROOM - self.weights_bytes) // self.sequence_bytes))
 
 
 def parameter_count(model_config) -> int:
@@ -51,6 +63,13 @@ def kv_cache_bytes(model_config, tokens: int, batch_size: int, dtype: str) -> in
     return 2 * layers * kv_heads * head_dim * tokens * batch_size * DTYPE_BYTES[dtype]
 
 
+def prefill_transient_bytes(model_config, prompt_tokens: int, dtype: str) -> int:
+    """The MLP's largest live tensors during one sequence's prefill: gate, up and their product, per prompt token."""
+    text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+    intermediate = getattr(text, "intermediate_size", None) or 4 * getattr(text, "hidden_size", 0)
+    return 3 * intermediate * prompt_tokens * DTYPE_BYTES[dtype]
+
+
 def free_bytes(device: str) -> int:
     if device == "cuda":
         return torch.cuda.mem_get_info()[0]
@@ -64,7 +83,8 @@ def estimate(config: RunConfig, model_config, device: str, dtype: str, prompt_to
     tokens = prompt_tokens + config.new_tokens
     kv = kv_cache_bytes(model_config, tokens, config.batch_size, dtype) if config.use_cache else 0
     available = free_bytes(device) + (0 if reuse else loaded_bytes)
-    return Estimate(weights, kv, available)
+    sequence = kv // config.batch_size + prefill_transient_bytes(model_config, prompt_tokens, dtype)
+    return Estimate(weights, kv, available, sequence)
 
 
 def refuse_if_too_big(est: Estimate, device: str, tokens: int, batch_size: int) -> None:

@@ -8,6 +8,11 @@ token times `t[0..n-1]` (t[0] is the first generated token) and an end. Definiti
 where f is the number of tokens stamped t[0]: 1, except under speculative decoding, where one target
 step emits its accepted drafts together (same timestamp) and the prefill step may already emit several.
   prefill_tflop_s = prefill_flops / (ttft_ms / 1e3) / 1e12   useful work per second of prefill
+A batch of B rows steps together: the timestamps are row 0's, and each step emits one token per row, so
+  aggregate_decode_tok_s = B * decode_tok_s          all sequences; decode_tok_s is per sequence
+  padding_pct            = 100 * padded / (B * width)   prompt positions that are left padding
+  kv_bytes_per_token_measured = cache bytes / (B * (width + generated - 1))   per position computed; a
+                           static cache's allocation beyond that shows as more bytes than the config's formula
 """
 
 from __future__ import annotations
@@ -88,6 +93,32 @@ def speculation(passes: list[StepCounts]) -> Speculation:
                        sum(sum(p.emitted) for p in passes) / steps,
                        100 * draft_s / decode_s if calls and decode_s > 0 else None,
                        1e3 * draft_s / calls if calls else None)
+
+
+def aggregate_tok_s(per_sequence_tok_s: float | None, batch_size: int) -> float | None:
+    """Tokens per second over every row of the batch: each decode step emits one token per row."""
+    return None if per_sequence_tok_s is None else per_sequence_tok_s * batch_size
+
+
+@dataclass(frozen=True)
+class Padding:
+    real_tokens: int  # prompt tokens over all rows
+    padded_tokens: int  # left-padding positions over all rows
+    padding_pct: float  # share of the batch's prompt positions that are padding
+
+
+def padding(lengths: list[int], width: int) -> Padding:
+    """What left-padding rows of `lengths` real tokens to `width` adds: positions prefill computes for nothing."""
+    real = sum(lengths)
+    total = width * len(lengths)
+    return Padding(real, total - real, 100 * (total - real) / total)
+
+
+def kv_bytes_per_token_measured(cache_bytes: int, batch_size: int, width: int, generated: int) -> float | None:
+    """Cache bytes per sequence position whose keys and values were computed: the padded prompt and every
+    generated token but the last, which no step fed back."""
+    positions = batch_size * (width + generated - 1)
+    return cache_bytes / positions if cache_bytes and positions > 0 else None
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,12 @@ class RunRecord:
     e2e_ms: float | None = None
     e2e_ms_std: float | None = None
     tokens_generated: int | None = None
+    # batching: the rows step together; the timestamps above are row 0's (playground.metrics)
+    aggregate_decode_tok_s: float | None = None  # every row's tokens; decode_tok_s is one sequence's
+    aggregate_decode_tok_s_std: float | None = None
+    prompt_real_tokens: int | None = None  # prompt tokens over all rows
+    prompt_padded_tokens: int | None = None  # left padding over all rows (uneven prompt lengths)
+    padding_pct: float | None = None  # padding's share of the batch's prompt positions
     # speculative decoding, measured: target forward passes counted, draft forward passes timed
     target_steps: int | None = None  # target forward passes of the last repeat, prefill included
     drafted_tokens: int | None = None  # drafts those steps verified
@@ -85,6 +91,9 @@ class RunRecord:
     peak_mem_kind: str | None = None  # cuda_max_allocated | weights_plus_rss_growth (CPU)
     weights_mb: float | None = None  # parameter bytes held on the device, quantized tensors by their inner tensors
     kv_cache_mb: float | None = None
+    kv_bytes_per_token: int | None = None  # one sequence position, from the model config (playground.memory)
+    kv_bytes_per_token_measured: float | None = None  # the cache held, per position computed (playground.metrics)
+    max_batch_predicted: int | None = None  # sequences of prompt + new tokens that fit in memory (playground.memory)
     gpu_busy_pct: float | None = None
     bandwidth_gb_s: float | None = None
     roofline_tok_s: float | None = None

@@ -1,6 +1,7 @@
 import pytest
 
-from playground.metrics import (MatmulShape, PassTiming, StepCounts, attended_pairs, first_difference, percentile,
+from playground.metrics import (MatmulShape, PassTiming, StepCounts, aggregate_tok_s, attended_pairs,
+                                first_difference, kv_bytes_per_token_measured, padding, percentile,
                                 prefill_flops, means_differ, speculation, speedup, summarize, t_critical_95)
 
 
@@ -100,3 +101,21 @@ def test_welch_test_needs_more_than_a_lucky_difference():
 def test_critical_t_never_drops_below_the_tabulated_value_for_fewer_dof():
     assert t_critical_95(2.9) == 4.303 and t_critical_95(30.5) == 2.042
     assert t_critical_95(45) == 2.021 and t_critical_95(100) == 2.000 and t_critical_95(5000) == 1.980
+
+
+def test_aggregate_rate_counts_a_token_per_row_per_step():
+    assert aggregate_tok_s(25.0, 8) == 200.0
+    assert aggregate_tok_s(None, 8) is None
+
+
+def test_padding_counts_the_positions_left_of_each_row():
+    pad = padding([10, 7, 4, 1], width=10)  # 22 real tokens in 40 positions
+    assert (pad.real_tokens, pad.padded_tokens) == (22, 18)
+    assert pad.padding_pct == pytest.approx(45.0)
+    assert padding([5, 5], width=5).padding_pct == 0.0
+
+
+def test_kv_per_token_divides_by_the_positions_computed():
+    # 2 rows, a 10-token prompt, 5 generated: the last token's keys and values were never computed
+    assert kv_bytes_per_token_measured(2 * 14 * 4096, 2, 10, 5) == 4096
+    assert kv_bytes_per_token_measured(0, 2, 10, 5) is None  # no cache
