@@ -36,7 +36,7 @@ class Method:
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("none", "none (one target step per token)", backends=backends.NAMES),
-    Method("draft", "draft model (assisted generation; the fast backend's own verify step)", draft_model=True,
+    Method("draft", "draft model (a small model proposes)", draft_model=True,
            backends=("transformers", "fast"), compiled_backends=("fast",)),
     Method("prompt_lookup", "prompt lookup (n-grams from the prompt)"),
 )}
