@@ -103,19 +103,32 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="measure the Cartesian product of the given settings",
                        description="Every list option is swept: the runs are the Cartesian product of the lists.",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    prompt = b.add_mutually_exclusive_group()
+    _add_settings(b)
+    b.add_argument("--no-profile", action="store_true", help="skip the profiled pass that names the kernels")
+    b.add_argument("--no-store", action="store_true", help="do not add the runs to the history store")
+    b.add_argument("--format", choices=tuple(PRINTERS), default="md", help=f"one of: {', '.join(PRINTERS)}")
+    b.add_argument("--output", type=Path, help="write here instead of stdout; its directory must exist")
+    w = sub.add_parser("warm", help="compile the given settings once and keep torch's compile artifacts, so the "
+                                    "next process's first compiled call starts warm",
+                       description="Runs each setting's cold call (one warm-up pass, one repeat) and saves what "
+                                   "torch.compile built where the engine loads it from (PLAYGROUND_COMPILE_CACHE).",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    w.add_argument("models", nargs="*", metavar="MODEL", help="models to warm (the same as --model)")
+    _add_settings(w)
+    w.set_defaults(repeats=1, warmup=1, no_profile=True)
+    return parser
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    """Every run setting as an option, from the settings schema."""
+    prompt = parser.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", type=_prompt, default=DEFAULT_PROMPT,
                         help="prompt text, not empty (one prompt; use --prompt-tokens to sweep lengths)")
     for name, setting in SETTINGS.items():
         if name != "prompt":
             flag, kwargs = _option(setting)
-            (prompt if name == "prompt_tokens" else b).add_argument(flag, **kwargs)
-    b.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a hub model")
-    b.add_argument("--no-profile", action="store_true", help="skip the profiled pass that names the kernels")
-    b.add_argument("--no-store", action="store_true", help="do not add the runs to the history store")
-    b.add_argument("--format", choices=tuple(PRINTERS), default="md", help=f"one of: {', '.join(PRINTERS)}")
-    b.add_argument("--output", type=Path, help="write here instead of stdout; its directory must exist")
-    return parser
+            (prompt if name == "prompt_tokens" else parser).add_argument(flag, **kwargs)
+    parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a hub model")
 
 
 def check_output(parser: argparse.ArgumentParser, output: Path | None) -> None:
@@ -185,6 +198,31 @@ def run_bench(args: argparse.Namespace, records: list[RunRecord]) -> None:
             stream.close()
 
 
+def run_warm(args: argparse.Namespace) -> int:
+    """Compile each setting once, saving its artifacts; prints one line per run. Returns 1 if any run failed."""
+    from playground.engine import run
+
+    if args.models:
+        args.model = args.models
+    code = 0
+    for fields in run_set(args):
+        label = f"{fields['model']} backend={fields['backend']} compile={fields['compile']} dtype={fields['dtype']}"
+        try:
+            record = run(RunConfig(**fields))
+        except ConfigError as exc:
+            print(f"{label}: refused: {exc}")
+            code = 1
+            continue
+        if record.status != "ok":
+            print(f"{label}: {record.status}: {record.reason}")
+            code = 1
+        elif not record.compile_cache:
+            print(f"{label}: nothing to keep ({'compile is off' if fields['compile'] == 'off' else 'no cache used'})")
+        else:
+            print(f"{label}: cold call {record.cold_e2e_ms / 1e3:.1f} s, compile cache {record.compile_cache}")
+    return code
+
+
 def list_models() -> str:
     width = max(len(name) for name in PRESETS)
     lines = [f"{name:<{width}}  {p.summary}" + ("  (default)" if name == DEFAULT_MODEL else "")
@@ -199,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "models":
         sys.stdout.write(list_models())
         return 0
+    if args.command == "warm":
+        return run_warm(args)
     check_output(parser, args.output)
     records: list[RunRecord] = []
     code = 0

@@ -35,7 +35,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from playground import attention, backends, capabilities, kernels, memory, quantization, roofline, speculative
+from playground import attention, backends, capabilities, kernels, memory, quantization, roofline, speculative, warm
 from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
 from playground.hardware import memory_bandwidth_gb_s, synchronize
@@ -589,10 +589,17 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
     passes = [("warmup", i + 1, config.warmup) for i in range(config.warmup)]
     passes += [("repeat", i + 1, config.repeats) for i in range(config.repeats)]
     outputs: list[PassOutput] = []
+    artifacts = _compile_artifacts(config, device)
+    cached = artifacts is not None and warm.load(artifacts)
+    before = (warm.cache_hits(), warm.compiles())
     for phase, index, total in passes:
-        detail = "first call: compiling" if not outputs and config.compile != "off" else ""
+        detail = ""
+        if not outputs and config.compile != "off":
+            detail = "first call: compiling" + (" from the compile cache" if cached else "")
         yield Phase(phase, detail, index, total)
         outputs.append((yield from _run_pass(config, lm, input_ids, config.new_tokens, stop, f"{phase} {index}/{total}")))
+        if len(outputs) == 1 and artifacts:
+            record.compile_cache = _compile_cache_use(artifacts, *before)
     record.compiled = backend.compiled(config, lm)
     if config.compile != "off" and not record.compiled:
         record.fallback = "; ".join(filter(None, [record.fallback,
@@ -604,6 +611,23 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         profiled = yield from _run_pass(config, lm, input_ids, min(config.new_tokens, PROFILE_NEW_TOKENS), stop, "profile",
                                          profile=True)
         _fill_kernels(record, config, profiled)
+
+
+def _compile_artifacts(config: RunConfig, device: str) -> Path | None:
+    """The warm-start file of a compiled run, or None: not compiled, or compiled under a forced SDPA
+    backend, which compiles with torch's caches off (`_compiling_under`)."""
+    if config.compile == "off" or config.sdpa_backend:
+        return None
+    return warm.artifact_path(config, torch.cuda.get_device_name() if device == "cuda" else device)
+
+
+def _compile_cache_use(artifacts: Path, hits_before: int, compiles_before: int) -> str:
+    """How the cold pass compiled: from the cache, anew (then its artifacts are saved), or not at all."""
+    if warm.cache_hits() > hits_before:
+        return "hit"
+    if warm.compiles() == compiles_before:
+        return "reused (compiled earlier in this process)"
+    return "miss (artifacts saved)" if warm.save(artifacts) else "miss"
 
 
 def _stage_name(phase: Phase) -> str:

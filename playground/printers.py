@@ -22,7 +22,7 @@ _ROW_FIELDS = (
     "new_tokens", "tokens_generated", "mode", "repeats", "warmup", "status", "reason", "ttft_ms", "ttft_ms_std",
     "decode_tok_s", "decode_tok_s_std", "aggregate_decode_tok_s", "aggregate_decode_tok_s_std", "itl_ms_p50",
     "itl_ms_p90", "itl_ms_p99", "e2e_ms", "e2e_ms_std", "prompt_real_tokens", "prompt_padded_tokens", "padding_pct",
-    "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "peak_mem_mb", "peak_mem_kind", "weights_mb", "kv_cache_mb",
+    "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "compile_cache", "peak_mem_mb", "peak_mem_kind", "weights_mb", "kv_cache_mb",
     "kv_bytes_per_token", "kv_bytes_per_token_measured", "max_batch_predicted",
     "gpu_busy_pct", "bandwidth_gb_s", "roofline_weight_mb", "roofline_kv_mb", "roofline_kv_read", "roofline_tok_s",
     "bandwidth_roofline_pct", "prefill_tflop_s", "target_steps", "drafted_tokens", "accepted_tokens",

@@ -86,6 +86,7 @@ class RunRecord:
     cold_ttft_ms: float | None = None
     cold_e2e_ms: float | None = None
     compile_s: float | None = None
+    compile_cache: str = ""  # hit | miss (artifacts saved) | reused (compiled earlier in this process) | off (forced SDPA)
     # memory and hardware use
     peak_mem_mb: float | None = None
     peak_mem_kind: str | None = None  # cuda_max_allocated | weights_plus_rss_growth (CPU)

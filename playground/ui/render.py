@@ -122,7 +122,8 @@ METRIC_ROWS = (
     ("Peak memory", _memory),
     ("KV cache", lambda r: num(r.kv_cache_mb, "MB")),
     ("Cold first call: TTFT / e2e", lambda r: f"{num(r.cold_ttft_ms)} / {num(r.cold_e2e_ms)} ms"),
-    ("Compile time", lambda r: num(r.compile_s, "s") if r.compile != "off" else "off"),
+    ("Compile time", lambda r: (num(r.compile_s, "s") + (f" (compile cache: {r.compile_cache})" if r.compile_cache else "")
+                                if r.compile != "off" else "off")),
     ("Model load", lambda r: "reused (already loaded)" if r.model_reused else num(r.load_s, "s")),
     ("GPU busy (decode)", lambda r: num(r.gpu_busy_pct, "%") if r.device_effective == "cuda" else "— (CPU)"),
     ("Bandwidth roofline", lambda r: num(r.bandwidth_roofline_pct, "%") + (

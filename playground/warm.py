@@ -1,0 +1,77 @@
+"""A warm start for compiled runs: what torch.compile built, saved after a cold compile and loaded before the next.
+
+A compiled run's first call traces the model, generates code and tunes kernels (the fast backend's
+coordinate-descent tuning): minutes on an 8B model, and the tuning can land on different kernels each
+time. torch serializes what its caches built (inductor's FX graphs, AOTAutograd entries, autotuning
+results: `torch.compiler.save_cache_artifacts`) and hot-loads them in another process
+(`load_cache_artifacts`), which then skips code generation and tuning and runs the same kernels.
+
+Artifacts are kept per model and per setting that changes the compiled graph, torch version and device,
+in PLAYGROUND_COMPILE_CACHE (default ~/.cache/llm-speed-playground/compile). `python -m playground warm`
+fills them; the engine loads them before a compiled run and records whether the compile hit them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import torch
+from torch._dynamo.utils import counters
+
+from playground.config import RunConfig
+
+CACHE_ENV = "PLAYGROUND_COMPILE_CACHE"
+# the settings that change what a compiled run traces; prompt text and lengths within a cache bucket do not
+GRAPH_SETTINGS = ("model", "backend", "compile", "dtype", "attn", "quant", "spec", "draft_tokens", "draft_model",
+                  "batch_size", "use_cache", "cache_impl", "temperature")
+_loaded: set[Path] = set()  # artifact files already loaded into this process
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "llm-speed-playground" / "compile")
+
+
+def artifact_path(config: RunConfig, device_name: str) -> Path:
+    """Where `config`'s artifacts live: one file per graph-changing setting set, torch version and device."""
+    key = {name: getattr(config, name) for name in GRAPH_SETTINGS}
+    key.update(torch=torch.__version__, device=device_name)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir() / f"{config.model.replace('/', '--')}-{config.backend}-{config.compile}-{digest}.bin"
+
+
+def load(path: Path) -> bool:
+    """Hot-load `path` once per process; returns whether it holds artifacts (loaded now or before)."""
+    if path in _loaded:
+        return True
+    if not path.is_file():
+        return False
+    torch.compiler.load_cache_artifacts(path.read_bytes())
+    _loaded.add(path)
+    return True
+
+
+def cache_hits() -> int:
+    """Compiled graphs served from a cache so far in this process (inductor's and AOTAutograd's counters)."""
+    return counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+
+
+def compiles() -> int:
+    """Graphs inductor compiled or fetched so far in this process: unchanged over a run that compiled nothing."""
+    inductor = counters["inductor"]
+    return inductor["fxgraph_cache_hit"] + inductor["fxgraph_cache_miss"] + inductor["fxgraph_cache_bypass"]
+
+
+def save(path: Path) -> Path | None:
+    """Write every artifact this process's compiles created to `path` (atomically); None when there were none."""
+    artifacts = torch.compiler.save_cache_artifacts()
+    if artifacts is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(artifacts[0])
+    os.replace(tmp, path)
+    _loaded.add(path)
+    return path

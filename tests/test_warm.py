@@ -1,0 +1,43 @@
+"""A warm start: the compile artifacts one process saves make the next process's compile a cache hit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from playground import warm
+from playground.config import RunConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_artifacts_are_kept_per_graph_setting_not_per_prompt(monkeypatch, tmp_path):
+    monkeypatch.setenv(warm.CACHE_ENV, str(tmp_path))
+    base = RunConfig(prompt="a", cache_impl="static", compile="default")
+    path = warm.artifact_path(base, "cpu")
+    assert path.parent == tmp_path and path.name.startswith(f"{base.model}-transformers-default-")
+    assert warm.artifact_path(base.replace(prompt="another prompt", new_tokens=7), "cpu") == path
+    assert warm.artifact_path(base.replace(dtype="bf16"), "cpu") != path
+    assert warm.artifact_path(base, "NVIDIA H200") != path
+    assert not warm.load(tmp_path / "missing.bin")
+
+
+def _warm(tmp_path: Path, inductor_dir: str) -> str:
+    """`python -m playground warm` in a fresh process with its own empty inductor cache: only the artifacts carry."""
+    env = dict(os.environ, PLAYGROUND_COMPILE_CACHE=str(tmp_path / "artifacts"),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / inductor_dir))
+    result = subprocess.run([sys.executable, "-m", "playground", "warm", "tiny-random-llama", "--compile", "default",
+                             "--cache-impl", "static", "--new-tokens", "4"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_a_second_process_compiles_from_the_first_ones_artifacts(tmp_path):
+    first = _warm(tmp_path, "inductor-1")
+    assert "compile cache miss (artifacts saved)" in first, first
+    assert len(list((tmp_path / "artifacts").glob("tiny-random-llama-transformers-default-*.bin"))) == 1
+    second = _warm(tmp_path, "inductor-2")
+    assert "compile cache hit" in second, second
