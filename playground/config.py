@@ -34,7 +34,7 @@ SPECS = speculative.NAMES
 MAX_NEW_TOKENS = 32_768
 MAX_PROMPT_TOKENS = 131_072
 MAX_REPEATS = 100
-MAX_BATCH_SIZE = 256
+MAX_BATCH_SIZE = 4096  # enough for the largest batch an 8B model fits on a 141 GB GPU at a short context
 MAX_NAME_PART_BYTES = 255  # the longest file name Linux and macOS allow, so a longer part can name nothing
 
 
@@ -108,11 +108,11 @@ class RunConfig:
     new_tokens: int = _setting(64, "max new tokens", "tokens to generate", bounds=(1, MAX_NEW_TOKENS), sweep=True,
                                column="new", api="max_new_tokens")
     mode: str = _setting("benchmark", "mode", "benchmark: exactly N tokens; free: EOS may end", choices=MODES)
-    batch_size: int = _setting(1, "batch size", "batch sizes", bounds=(1, MAX_BATCH_SIZE), sweep=True,
-                               column="batch")
+    batch_size: int = _setting(1, "batch size", "batch sizes: sequences generated together",
+                               bounds=(1, MAX_BATCH_SIZE), side=True, sweep=True, column="batch")
     length_spread_pct: int = _setting(0, "prompt length spread %", "how uneven the batch's prompts are: row i keeps "
                                       "a prefix of 100 - spread x i/(batch-1) percent of the prompt, left-padded "
-                                      "(0: every row the whole prompt)", bounds=(0, 100), sweep=True,
+                                      "(0: every row the whole prompt)", bounds=(0, 100), side=True, sweep=True,
                                       column="spread %")
     temperature: float = _setting(0.0, "temperature", "sampling temperature from 0 (greedy) to 10")
     seed: int = _setting(0, "seed", "random seed for sampling and synthetic prompts", bounds=(0, 2**63 - 1))

@@ -136,3 +136,53 @@ def memory_figure(records: list[RunRecord]) -> go.Figure:
     _bars(fig, records, [("peak_mem_mb", None, "MB"), ("kv_cache_mb", None, "MB")], legend=False)
     fig.update_yaxes(title_text="MB", row=1, col=1)
     return _layout(fig, title, height=360)
+
+
+def _by_setting(records: list[RunRecord]) -> dict[str, list[RunRecord]]:
+    """A batch sweep's finished runs, one series per setting apart from the batch size, in batch order."""
+    series: dict[str, list[RunRecord]] = {}
+    for rec in sorted((r for r in records if r.status == "ok" and r.decode_tok_s), key=lambda r: r.batch_size):
+        series.setdefault(rec.name, []).append(rec)
+    return series
+
+
+def batch_throughput_figure(records: list[RunRecord]) -> go.Figure:
+    """Every row's decode tok/s against one sequence's inter-token latency, a point per batch size: batching
+    buys throughput with each user's latency."""
+    title = "Batching: throughput against latency"
+    series = _by_setting(records)
+    if not series:
+        return _empty(title)
+    fig = go.Figure()
+    for i, (name, runs) in enumerate(series.items()):
+        fig.add_trace(go.Scatter(
+            x=[r.itl_ms_p50 for r in runs], y=[r.aggregate_decode_tok_s for r in runs], mode="lines+markers+text",
+            text=[f"batch {r.batch_size}" for r in runs], textposition="top left", name=name,
+            line=dict(color=_color(i), width=2),
+            hovertemplate=f"{name}<br>%{{text}}: %{{y:,.0f}} tok/s, %{{x:.2f}} ms per token<extra></extra>",
+        ))
+    fig.update_xaxes(title_text="inter-token latency p50 (ms), each sequence", rangemode="tozero")
+    fig.update_yaxes(title_text="decode tok/s, all sequences", rangemode="tozero")
+    return _layout(fig, title, height=400, legend_rows=len(series))
+
+
+def batch_memory_figure(records: list[RunRecord]) -> go.Figure:
+    """Peak memory and KV cache (MB) against batch size: the KV cache grows with every sequence until memory
+    runs out; the largest batch predicted to fit is in the hover."""
+    title = "Batching: memory against batch size"
+    series = _by_setting(records)
+    if not series:
+        return _empty(title)
+    fig = go.Figure()
+    for i, (name, runs) in enumerate(series.items()):
+        for field, label, dash in (("peak_mem_mb", "peak", "solid"), ("kv_cache_mb", "KV cache", "dot")):
+            fig.add_trace(go.Scatter(
+                x=[r.batch_size for r in runs], y=[getattr(r, field) for r in runs], mode="lines+markers",
+                name=f"{name} · {label}", line=dict(color=_color(i), width=2, dash=dash),
+                customdata=[r.max_batch_predicted for r in runs],
+                hovertemplate=f"{name}<br>batch %{{x}}: {label} %{{y:,.1f}} MB · predicted to fit: batch "
+                              "%{customdata:,}<extra></extra>",
+            ))
+    fig.update_xaxes(title_text="batch size", type="log")
+    fig.update_yaxes(title_text="MB", rangemode="tozero")
+    return _layout(fig, title, height=400, legend_rows=2 * len(series))

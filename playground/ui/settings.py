@@ -101,23 +101,40 @@ def context_of(model: str) -> int | None:
     return max_context(probe[0]) if probe is not None else None
 
 
-def check_model_fits(config: RunConfig, device: str, dtype: str) -> None:
+def check_model_fits(config: RunConfig, device: str, dtype: str) -> int | None:
     """Refuse before Run what the engine refuses around loading: a model that cannot load, weights and KV cache
     beyond free memory, a prompt that encodes to nothing or that with the new tokens overflows the context.
-    The engine's own checks, run on the model's config and tokenizer; a hub model is checked when it runs."""
+    The engine's own checks, run on the model's config and tokenizer; a hub model is checked when it runs.
+    Returns the largest batch predicted to fit at this context, None where unknown."""
     from playground import engine
     from playground.loader import LoadError
 
+    estimate = None
     try:
         probe = _config_and_tokenizer(config.model)
         if probe is not None:
-            engine.check_memory(config, engine.MODELS, device, dtype)
+            estimate = engine.check_memory(config, engine.MODELS, device, dtype)
     except ConfigError:
         raise
     except (LoadError, OSError, ValueError) as exc:  # a config or tokenizer that cannot be read
         raise ConfigError(str(exc)) from None
     if probe is not None:
         engine.prompt_ids(config, probe[1], probe[0])
+    return estimate.max_batch if estimate else None
+
+
+FEW_USERS = 8  # a predicted largest batch below this earns the advice to cap the context or queue requests
+
+
+def fit_note(config: RunConfig, max_batch: int | None) -> str:
+    """' · about N sequences of this length fit at once', with the serving advice where that is few."""
+    if max_batch is None:
+        return ""
+    note = f" · about {max_batch:,} sequences of this prompt and {config.new_tokens:,} new tokens fit in memory at once"
+    if max_batch < FEW_USERS:
+        note += (": few concurrent users fit, since every sequence holds its own KV cache; cap the context (fewer "
+                 "prompt or new tokens) or queue requests rather than batch them all")
+    return note
 
 
 def check_column(shared: SharedSettings, column: ColumnSettings,
@@ -128,11 +145,12 @@ def check_column(shared: SharedSettings, column: ColumnSettings,
     try:
         config = make_config(shared, column, policy)
         device, dtype = capabilities.check(config)
-        check_model_fits(config, device, dtype)
+        max_batch = check_model_fits(config, device, dtype)
     except ConfigError as exc:
         return False, str(exc)
     backend = "fast backend · " if column.backend == "fast" else ""
-    return True, f"runs as {backend}{column.attn} · {dtype} on {device}{cost_note(config, policy)}"
+    return True, (f"runs as {backend}{column.attn} · {dtype} on {device}{cost_note(config, policy)}"
+                  f"{fit_note(config, max_batch)}")
 
 
 def cost_note(config: RunConfig, policy: HostingPolicy) -> str:

@@ -247,7 +247,7 @@ def test_the_pre_run_check_shows_the_estimated_gpu_seconds(blackwell, monkeypatc
     policy = HostingPolicy.from_env({"SPACE_ID": "me/playground"}).replace(zero_gpu=True)
     ok, why = check_column(SharedSettings(model=DEFAULT_MODEL), ColumnSettings(), policy)
     assert ok and re.search(r"runs as sdpa · bf16 on cuda · ≈ \d+ GPU s \(load [\d.]+ s \+ 4 passes × [\d.]+ s "
-                            r"\+ profile [\d.]+ s\)$", why), why
+                            r"\+ profile [\d.]+ s\) · about [\d,]+ sequences of this prompt", why), why
 
 
 def test_the_page_says_what_the_stack_check_found():

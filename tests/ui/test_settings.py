@@ -106,3 +106,13 @@ def test_quantization_comparison_shows_its_refusal_before_run_on_cpu():
     assert check_column(shared, preset.a)[0]
     ok, why = check_column(shared, preset.b)
     assert not ok and "int4 needs a CUDA GPU" in why
+
+
+def test_the_pre_run_check_says_how_many_sequences_fit_and_advises_where_few_do():
+    from playground.config import RunConfig
+    from playground.ui.settings import ColumnSettings, fit_note
+
+    ok, why = check_column(SharedSettings(model=DEFAULT_MODEL), ColumnSettings())
+    assert ok and "sequences of this prompt and" in why and "queue requests" not in why
+    few = fit_note(RunConfig(prompt="hi"), 3)
+    assert "about 3 sequences" in few and "cap the context" in few and "queue requests" in few
