@@ -2,7 +2,7 @@
 # The H200 measurements behind results/h200/ and the README's "Measured on an NVIDIA H200".
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
-#          | article-8b | article-8b-nocompile
+#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | spec-fast | batch-8b | warm
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
 stage=$1 out=$2
@@ -62,5 +62,29 @@ article-8b-nocompile)  # the 8B rows that need no compile (the compiled 8B row a
         --output "$out/article_8b_nocache.jsonl"
   bench --model llama-3.1-8b-shape --attn eager,sdpa,flash_attention_2 --dtype bf16 --prompt-tokens 8192 \
         "${common[@]}" --output "$out/article_8b_8192.jsonl" ;;
+quant-8b)  # weight-only quantization on the fast backend against its bf16 step, one call
+  python3 -m benchmarks.quantization --model llama-3.1-8b-shape --quant int8,int4 --dtype bf16 --backend fast \
+        --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
+        --output "$out/quant_8b_fast.json" 2>&1 | tee "$out/quant_8b_fast.txt" ;;
+quant-1b)
+  python3 -m benchmarks.quantization --model llama-3.2-1b-shape --quant int4,int8 --dtype bf16 --backend fast \
+        --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
+        --output "$out/quant_1b_fast.json" 2>&1 | tee "$out/quant_1b_fast.txt" ;;
+quant-matmul)  # each weight format's batch-1 projection alone
+  python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape --formats none,int8,int4,fp8 \
+        2>&1 | tee "$out/quant_matmul_8b.txt" ;;
+spec-fast)  # the fast backend's compiled draft and verify steps on the shipped pair
+  python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --draft-tokens 2,4,6 \
+        2>&1 | tee "$out/speculative_fast.txt" ;;
+batch-8b)  # batch sweep, largest batch predicted against found
+  python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
+        --batch-sizes 1,8,64 2>&1 | tee "$out/batching_8b.txt" ;;
+warm)  # a cold compile, then a new process with an empty inductor cache and the first one's artifacts
+  export PLAYGROUND_COMPILE_CACHE=$out/compile-artifacts
+  for run in cold warm; do
+    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) python3 -m playground warm llama-3.1-8b-shape --backend fast \
+        --compile reduce-overhead --dtype bf16 --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 \
+        2>&1 | tee "$out/warm_$run.txt"
+  done ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

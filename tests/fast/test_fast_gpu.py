@@ -168,3 +168,25 @@ def test_compiled_decoding_runs_on_a_thread_other_than_the_first_compiler():
     worker.join()
     assert "error" not in there, repr(there.get("error"))
     assert torch.equal(there["ids"], fast_generate(model, input_ids=ids, max_new_tokens=8, min_new_tokens=8).sequences)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "flash_attention_2"])
+def test_compiled_speculative_decoding_keeps_the_plain_greedy_tokens(attn):
+    """The draft's decode step and the target's verify step, both compiled and replayed, on the shipped pair."""
+    from playground.fast.speculative import speculative_generate
+    from playground.loader import ModelCache
+    from playground.speculative import GROUNDED_PROMPT
+
+    if attn == "flash_attention_2" and capabilities.host().packages.get("flash-attn") is None:
+        pytest.skip("flash-attn is not installed")
+    dtype = "bf16" if attn == "flash_attention_2" else "fp32"
+    cache = ModelCache()
+    lm, _ = cache.get("stdlib-llama-tiny", "cuda", dtype, attn)
+    cache.attach_draft(lm, "stdlib-llama-draft")
+    ids = lm.tokenizer(GROUNDED_PROMPT, return_tensors="pt")["input_ids"].cuda()
+    plain = fast_generate(lm.model, input_ids=ids, max_new_tokens=48, eos_token_id=[], compile_mode="reduce-overhead")
+    for _ in range(2):  # the second call replays the graphs the first one captured
+        spec = speculative_generate(lm.model, lm.draft.model, input_ids=ids, max_new_tokens=48, draft_tokens=4,
+                                    eos_token_id=[], compile_mode="reduce-overhead")
+        assert spec.sequences.tolist() == plain.sequences.cpu().tolist() and sum(spec.accepted) > 0
+    assert counters["inductor"]["cudagraph_skips"] == 0
