@@ -54,14 +54,25 @@ NAMES = tuple(REGISTRY)
 
 def quantize(module, name: str) -> None:
     """Quantize `module`'s linear layers in place as `name` asks: every nn.Linear whose weight is not
-    quantized yet (so fused projections quantized first, playground.fast.fuse, are left as they are)."""
+    quantized yet (so fused projections quantized first, playground.fast.fuse, are left as they are),
+    except an output head tied to the input embeddings.
+
+    A tied head is the embedding table: quantizing it would keep the float table for the lookups and
+    add a quantized copy for the head (more bytes, no longer tied). It would also quantize the table's
+    all-zero padding row, to which fp8's per-row scale gives NaN (seen on the H200's 1B shape).
+    """
     entry = REGISTRY[name]
     if not entry.torchao:
         return
     import torchao.quantization
 
+    embeddings = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None
+    table = embeddings.weight if embeddings is not None else None
+
+    def plain_linear(m, _fqn: str) -> bool:
+        return type(m).__name__ == "Linear" and not is_quantized(m.weight) and m.weight is not table
+
     config = getattr(torchao.quantization, entry.torchao)(**dict(entry.options))
-    plain_linear = lambda m, _fqn: type(m).__name__ == "Linear" and not is_quantized(m.weight)  # noqa: E731
     torchao.quantization.quantize_(module, config, filter_fn=plain_linear)
 
 
