@@ -78,7 +78,8 @@ spec-fast)  # the fast backend's compiled draft and verify steps on the shipped 
         2>&1 | tee "$out/speculative_fast.txt" ;;
 batch-8b)  # batch sweep, largest batch predicted against found
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
-        --batch-sizes 1,8,64 2>&1 | tee "$out/batching_8b.txt" ;;
+        --fast-attn flash_attention_2 --batch-sizes 1,8,64 --output "$out/batching_8b.json" \
+        --chart "$out/batching_8b.html" 2>&1 | tee "$out/batching_8b.txt" ;;
 warm)  # a cold compile, then a new process with an empty inductor cache and the first one's artifacts
   export PLAYGROUND_COMPILE_CACHE=$out/compile-artifacts
   for run in cold warm; do
