@@ -27,11 +27,12 @@ from playground.record import RunRecord
 from playground.store import NOT_SAVED, RunStore
 from playground.ui import charts, render
 from playground.ui.sessions import SessionHistories, SessionHistory, session_key
-from playground.ui.settings import (LONG_PROMPT_TOKENS, SIDES, ColumnSettings, SharedSettings, check_column,
-                                    comparisons, context_of, make_config)
+from playground.ui.settings import (FEW_USERS, LONG_PROMPT_TOKENS, SIDES, ColumnSettings, SharedSettings,
+                                    check_column, comparisons, context_of, make_config, serving_advice)
 from playground.ui.streaming import Pane, generate, run_sides
 
 MAX_CHART_RUNS = 10  # newest runs kept selected for the charts; more makes the bars unreadable
+SWEEP_BATCH_SIZES = (1, 2, 4, 8)  # the one-click batch sweep, cut to the hosting limit
 EXPORT_DIR = Path(tempfile.gettempdir()) / "llm-speed-playground"
 HISTORY_COLUMNS = {  # record field -> column header (units in the header, numbers rounded)
     "run_id": "#", "created_at": "when (UTC)", "model": "model", "backend": SETTINGS["backend"].label,
@@ -229,6 +230,45 @@ def run(app: Playground, values: dict[str, Any], sides: tuple[str, ...], session
     }
 
 
+def sweep_batch_sizes(app: Playground, values: dict[str, Any], session: str) -> Iterator[dict[str, Any]]:
+    """Side A's settings at each of SWEEP_BATCH_SIZES, one run after another in pane A, then the charts of just
+    those runs: throughput against latency, and memory against batch size."""
+    shared, columns = read_settings(values)
+    history, stop = app.history(session), app.new_stop(session)
+    sizes = [b for b in SWEEP_BATCH_SIZES if b <= (app.policy.max_batch_size or b)]
+    done: list[RunRecord] = []
+    panes: dict[str, Pane] = {}
+    for i, size in enumerate(sizes, start=1):
+        configs = app.configs(shared, {"A": dataclasses.replace(columns["A"], batch_size=size)})
+        for panes in run_sides(configs, history, stop, app.generate):
+            app.panes[session] = panes
+            yield {**_pane_values(panes), "status": f"**Batch sweep** · batch {size} ({i} of {len(sizes)}) · "
+                                                    f"{panes['A'].status}"}
+        record = panes["A"].record
+        if record is None or record.status != "ok":
+            break
+        done.append(record)
+    selected = [r.run_id for r in done if r.run_id is not None]
+    yield {**_pane_values(panes), "status": sweep_status(done, len(sizes)),
+           **history_view(history, selected, app.export_dir(session))}
+
+
+def sweep_status(done: list[RunRecord], planned: int) -> str:
+    """What the sweep found in one line, with the serving advice where few sequences fit."""
+    if not done:
+        return "**Batch sweep stopped** before any batch size finished; see pane A."
+    first, last = done[0], done[-1]
+    line = (f"**Batch sweep** · {len(done)} of {planned} batch sizes · decode, all sequences: "
+            f"{first.aggregate_decode_tok_s or 0:,.1f} tok/s at batch {first.batch_size} → "
+            f"{last.aggregate_decode_tok_s or 0:,.1f} at batch {last.batch_size}; each sequence's inter-token latency "
+            f"{first.itl_ms_p50 or 0:.2f} → {last.itl_ms_p50 or 0:.2f} ms · charts below")
+    if last.max_batch_predicted is not None:
+        line += f" · about {last.max_batch_predicted:,} sequences of this length fit in memory"
+        if last.max_batch_predicted < FEW_USERS:
+            line += f": {serving_advice()}"
+    return line
+
+
 def stop(app: Playground, session: str) -> dict[str, Any]:
     """Set the session's stop switch (the engine ends within one decode step) and mark its panes.
 
@@ -268,7 +308,9 @@ def chart_records(records: list[RunRecord], selected: list[int]) -> list[RunReco
 def figures(records: list[RunRecord], selected: list[int]) -> dict[str, Any]:
     chosen = chart_records(records, selected)
     return {"timing_chart": charts.timing_figure(chosen), "latency_chart": charts.latency_figure(chosen),
-            "memory_chart": charts.memory_figure(chosen)}
+            "memory_chart": charts.memory_figure(chosen),
+            "batch_throughput_chart": charts.batch_throughput_figure(chosen),
+            "batch_memory_chart": charts.batch_memory_figure(chosen)}
 
 
 def _newest(ids: list[int], records: list[RunRecord]) -> list[int]:

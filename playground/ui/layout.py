@@ -131,9 +131,11 @@ def action_controls() -> Components:
     with gr.Row():
         run_ab = gr.Button("▶ Run A vs B", variant="primary", size="lg", scale=3, elem_id="run-ab")
         run_a = gr.Button("Run A only", size="lg", scale=1)
+        sweep = gr.Button(f"Sweep A's batch size {'→'.join(map(str, events.SWEEP_BATCH_SIZES))}", size="lg", scale=1,
+                          elem_id="sweep-batch")
         stop = gr.Button("■ Stop", variant="stop", size="lg", scale=1, elem_id="stop")
     status = gr.Markdown("Ready.", elem_id="run-status")
-    return {"run_ab": run_ab, "run_a": run_a, "stop": stop, "status": status}
+    return {"run_ab": run_ab, "run_a": run_a, "sweep_batch": sweep, "stop": stop, "status": status}
 
 
 def output_panes() -> Components:
@@ -156,7 +158,11 @@ def chart_views() -> Components:
     # full width each: ten runs' bars and value labels need the room
     latency = gr.Plot(label="Per-token latency", elem_id="latency-chart", show_label=False)
     memory = gr.Plot(label="Memory", elem_id="memory-chart", show_label=False)
-    return {"selection": selection, "timing_chart": timing, "latency_chart": latency, "memory_chart": memory}
+    with gr.Row():  # filled by a batch sweep: the selected runs, one line per setting, a point per batch size
+        batch_throughput = gr.Plot(label="Batching: throughput", elem_id="batch-throughput-chart", show_label=False)
+        batch_memory = gr.Plot(label="Batching: memory", elem_id="batch-memory-chart", show_label=False)
+    return {"selection": selection, "timing_chart": timing, "latency_chart": latency, "memory_chart": memory,
+            "batch_throughput_chart": batch_throughput, "batch_memory_chart": batch_memory}
 
 
 def history_views() -> Components:
@@ -186,8 +192,8 @@ def _outputs(ui: Components, *names: str) -> list:
 
 CONTROL_NAMES = ("model", *(f.name for f in dataclasses.fields(SharedSettings) if f.name != "model"),
                  *(f"{s}.{f.name}" for s in SIDES for f in dataclasses.fields(ColumnSettings)))
-HISTORY_OUTPUTS = ("history", "history_note", "selection", "download_csv", "download_json", "timing_chart",
-                   "latency_chart", "memory_chart")
+CHART_OUTPUTS = ("timing_chart", "latency_chart", "memory_chart", "batch_throughput_chart", "batch_memory_chart")
+HISTORY_OUTPUTS = ("history", "history_note", "selection", "download_csv", "download_json", *CHART_OUTPUTS)
 RUN_OUTPUTS = ("pane_A", "pane_B", "status", "summary", "metrics", "diagnostics", *HISTORY_OUTPUTS)
 
 
@@ -205,10 +211,16 @@ def wire_run(ui: Components, app: events.Playground) -> list:
                 yield _emit(ui, update)
         return handler
 
+    def sweep(data: dict, request: gr.Request):
+        for update in events.sweep_batch_sizes(app, read(data), events.session_of(request)):
+            yield _emit(ui, update)
+
     inputs = {ui[n] for n in (*CONTROL_NAMES, "selection")}
-    return [ui[button].click(handler_for(sides), inputs=inputs, outputs=_outputs(ui, *RUN_OUTPUTS),
+    runs = [ui[button].click(handler_for(sides), inputs=inputs, outputs=_outputs(ui, *RUN_OUTPUTS),
                              show_progress="minimal", **DEVICE_QUEUE, **PAGE_ONLY)
             for button, sides in (("run_ab", ("A", "B")), ("run_a", ("A",)))]
+    return runs + [ui["sweep_batch"].click(sweep, inputs=inputs, outputs=_outputs(ui, *RUN_OUTPUTS),
+                                           show_progress="minimal", **DEVICE_QUEUE, **PAGE_ONLY)]
 
 
 def wire_stop(ui: Components, app: events.Playground, runs: list) -> None:
@@ -240,7 +252,7 @@ def wire_controls(ui: Components, comparison_buttons: dict[str, gr.Button], poli
 def wire_history(ui: Components, demo: gr.Blocks, app: events.Playground) -> None:
     """History views read the caller's history: the shared store locally, its own session's runs when hosted."""
     history_outputs = _outputs(ui, *HISTORY_OUTPUTS)
-    charts = _outputs(ui, "selection", "timing_chart", "latency_chart", "memory_chart")
+    charts = _outputs(ui, "selection", *CHART_OUTPUTS)
 
     def on_load(data: dict, request: gr.Request):
         session = events.session_of(request)

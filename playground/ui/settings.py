@@ -131,10 +131,12 @@ def fit_note(config: RunConfig, max_batch: int | None) -> str:
     if max_batch is None:
         return ""
     note = f" · about {max_batch:,} sequences of this prompt and {config.new_tokens:,} new tokens fit in memory at once"
-    if max_batch < FEW_USERS:
-        note += (": few concurrent users fit, since every sequence holds its own KV cache; cap the context (fewer "
-                 "prompt or new tokens) or queue requests rather than batch them all")
-    return note
+    return note + (f": {serving_advice()}" if max_batch < FEW_USERS else "")
+
+
+def serving_advice() -> str:
+    return ("few concurrent users fit, since every sequence holds its own KV cache; cap the context (fewer prompt or "
+            "new tokens) or queue requests rather than batch them all")
 
 
 def check_column(shared: SharedSettings, column: ColumnSettings,

@@ -41,3 +41,18 @@ def test_ten_runs_carry_their_ids_on_the_axis_and_labels_sit_above_error_bars():
     assert [(t.text[0], t.y[0]) for t in labels][:2] == [("11.0", 12.0), ("12.0", 13.0)]  # value + std: above the bar
     latency = charts.latency_figure(records)
     assert [t.name for t in latency.data] == [f"#{i}" for i in range(1, 11)]
+
+
+def test_batch_figures_draw_a_line_per_setting_with_a_point_per_batch_size():
+    records = [make_record(i, batch_size=b, aggregate_decode_tok_s=100.0 * b, itl_ms_p50=5.0 + b,
+                           peak_mem_mb=500.0 + b, kv_cache_mb=0.1 * b, max_batch_predicted=900)
+               for i, b in enumerate((4, 1, 2), start=1)]
+    records.append(make_record(4, status="error", batch_size=8))  # a failed run draws nothing
+    throughput = charts.batch_throughput_figure(records)
+    assert len(throughput.data) == 1
+    assert list(throughput.data[0].x) == [6.0, 7.0, 9.0] and list(throughput.data[0].y) == [100.0, 200.0, 400.0]
+    memory = charts.batch_memory_figure(records)
+    assert [list(t.y) for t in memory.data] == [[501.0, 502.0, 504.0], [0.1, 0.2, 0.4]]
+    assert list(memory.data[0].x) == [1, 2, 4] and list(memory.data[0].customdata) == [900, 900, 900]
+    for build in (charts.batch_throughput_figure, charts.batch_memory_figure):
+        assert "Run something" in build([]).layout.annotations[0].text

@@ -189,3 +189,25 @@ def test_updates_are_throttled_by_the_clock(store):
                          ColumnSettings())
     frozen = sum(1 for _ in run_sides({"A": config}, store, threading.Event(), clock=lambda: 0.0))
     assert frozen <= 6  # 60 tokens, yet only the start, the phase changes and the result yield
+
+
+def test_batch_sweep_runs_a_at_each_size_and_charts_just_those_runs(store):
+    app = events.Playground(store, TINY)
+    list(events.run(app, values(), ("A",), "s1"))  # an earlier run stays out of the sweep's charts
+    updates = list(events.sweep_batch_sizes(app, values(), "s1"))
+    final = updates[-1]
+    assert any("batch 4 (3 of 4)" in u["status"] for u in updates[:-1])
+    sweep = [r for r in store.records() if r.run_id in final["selection"]["value"]]
+    assert sorted(r.batch_size for r in sweep) == list(events.SWEEP_BATCH_SIZES)
+    assert list(final["batch_throughput_chart"].data[0].text) == [f"batch {b}" for b in events.SWEEP_BATCH_SIZES]
+    assert "at batch 1 →" in final["status"] and "fit in memory" in final["status"]
+
+
+def test_sweep_status_advises_capping_the_context_where_few_sequences_fit():
+    from records import make_record
+
+    few = [make_record(1, aggregate_decode_tok_s=10.0, max_batch_predicted=3),
+           make_record(2, batch_size=2, aggregate_decode_tok_s=18.0, max_batch_predicted=3)]
+    status = events.sweep_status(few, 4)
+    assert "2 of 4 batch sizes" in status and "cap the context" in status and "queue requests" in status
+    assert "cap the context" not in events.sweep_status([make_record(1, max_batch_predicted=500)], 4)
