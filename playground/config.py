@@ -24,7 +24,8 @@ from playground.presets import DEFAULT_MODEL
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 ATTENTIONS = attention.NAMES
 CACHE_IMPLS = ("dynamic", "static")
-COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
+AOT = "aot"  # not a torch.compile mode: the fast backend's decode step exported and compiled ahead of time
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", AOT)
 DEVICES = ("auto", "cpu", "cuda")
 MODES = ("benchmark", "free")
 BACKENDS = backends.NAMES
@@ -91,8 +92,9 @@ class RunConfig:
     use_cache: bool = _setting(True, "KV cache", "KV cache", side=True, sweep=True, column="cache", flag="cache")
     cache_impl: str = _setting("dynamic", "cache impl", "KV cache layout", choices=CACHE_IMPLS, side=True,
                                sweep=True, column="cache impl")
-    compile: str = _setting("off", "torch.compile", "torch.compile mode", choices=COMPILE_MODES, side=True,
-                            sweep=True, column="compile")
+    compile: str = _setting("off", "torch.compile", "torch.compile mode, or aot: the fast backend's decode step "
+                            "exported and compiled ahead of time (AOTInductor), kept on disk",
+                            choices=COMPILE_MODES, side=True, sweep=True, column="compile")
     spec: str = _setting("none", "speculative decoding", "propose tokens cheaply and verify them in one target step: "
                          "a draft model or n-grams from the prompt", choices=SPECS, side=True, sweep=True,
                          column="spec", effective=True,
@@ -192,6 +194,9 @@ class RunConfig:
             raise ConfigError(f"length_spread_pct={self.length_spread_pct} pads the batch's shorter prompts, and "
                               f"backend={self.backend} takes no attention mask: set length_spread_pct 0 (uniform "
                               "prompts) or use backend transformers")
+        if self.compile == AOT and not backends.REGISTRY[self.backend].compiles_ahead:
+            raise ConfigError(f"compile={AOT} runs on backend {' or '.join(backends.AHEAD_OF_TIME)} only: "
+                              f"{self.backend} compiles with torch.compile")
         if backends.REGISTRY[self.backend].static_cache_only and not (self.use_cache and self.cache_impl == "static"):
             raise ConfigError(f"backend={self.backend} always decodes from its own static KV cache: set use_cache on "
                               "and cache_impl=static")
@@ -219,6 +224,9 @@ class RunConfig:
         if not self.use_cache:
             raise ConfigError(f"spec={self.spec} needs use_cache on: the target verifies the drafts against its KV "
                               "cache and crops the rejected ones from it")
+        if self.compile == AOT:
+            raise ConfigError(f"spec={self.spec} needs compile off or a torch.compile mode: its verify step is not "
+                              f"compiled ahead of time ({AOT})")
         if self.compile != "off" and self.backend not in method.compiled_backends:
             raise ConfigError(f"spec={self.spec} needs compile off on backend {self.backend}: each target step "
                               "verifies as many tokens as were drafted, so a compiled step would see a new shape "

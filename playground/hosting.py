@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from playground.config import ConfigError, RunConfig
+from playground.config import AOT, ConfigError, RunConfig
 from playground.presets import PRESETS
 
 HOSTED_ENV = "PLAYGROUND_HOSTED"
@@ -208,7 +208,7 @@ class HostingPolicy:
 
     def compile_unavailable(self, mode: str) -> str | None:
         """Why a torch.compile mode cannot be chosen here, or None."""
-        return COMPILE_ON_ZERO_GPU if self.zero_gpu and mode != "off" else None
+        return COMPILE_ON_ZERO_GPU if self.zero_gpu and mode not in ("off", AOT) else None
 
     def describe(self) -> str:
         """For the page: what hosted mode limits, so a refusal is never a surprise, and what the stack check found."""

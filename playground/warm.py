@@ -54,14 +54,17 @@ def load(path: Path) -> bool:
 
 
 def cache_hits() -> int:
-    """Compiled graphs served from a cache so far in this process (inductor's and AOTAutograd's counters)."""
-    return counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+    """Compiled graphs served from a cache so far in this process (inductor's and AOTAutograd's counters, and
+    ahead-of-time packages loaded from disk: playground.fast.aot)."""
+    return (counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+            + counters["playground"]["aot_package_hit"])
 
 
 def compiles() -> int:
     """Graphs inductor compiled or fetched so far in this process: unchanged over a run that compiled nothing."""
-    inductor = counters["inductor"]
-    return inductor["fxgraph_cache_hit"] + inductor["fxgraph_cache_miss"] + inductor["fxgraph_cache_bypass"]
+    inductor, aot = counters["inductor"], counters["playground"]
+    return (inductor["fxgraph_cache_hit"] + inductor["fxgraph_cache_miss"] + inductor["fxgraph_cache_bypass"]
+            + aot["aot_package_hit"] + aot["aot_package_miss"])
 
 
 def save(path: Path) -> Path | None:

@@ -8,7 +8,7 @@ import torch
 
 from playground.backends import Drafting
 from playground.backends.request import generate_kwargs
-from playground.config import RunConfig
+from playground.config import AOT, RunConfig
 from playground.fast import FastOutput, fast_generate, unsupported_reason
 from playground.fast.speculative import SpeculativeOutput, speculative_generate
 from playground.loader import LoadedModel
@@ -43,6 +43,9 @@ def kv_cache_bytes(output: FastOutput) -> int:
 def compiled(config: RunConfig, lm: LoadedModel) -> str:
     if config.compile == "off":
         return ""
+    if config.compile == AOT:
+        return ("decode step: exported (torch.export) and compiled ahead of time (AOTInductor) by the fast backend, "
+                "the package kept in the compile cache; prefill eager")
     if config.spec == "draft":
         return (f"draft's decode step and the target's verify step over {config.draft_tokens + 1} tokens: "
                 f"torch.compile(mode={config.compile}, fullgraph=True) by the fast backend, each replayed as one "

@@ -19,7 +19,8 @@ from typing import Callable, Sequence
 import torch
 
 from playground.compat import cudagraph_trees_in_this_thread
-from playground.config import COMPILE_MODES
+from playground.config import AOT, COMPILE_MODES
+from playground.fast import aot
 from playground.fast.forward import decode_one_token, prefill
 from playground.fast.fuse import fused_layers, mark_fused_static
 from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
@@ -82,6 +83,8 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
         return prefill, decode_one_token
     cudagraph_trees_in_this_thread()  # the steps replay on the calling thread
     key = (compile_mode, compile_prefill, sdpa_backends_enabled())
+    if key not in state.compiled and compile_mode == AOT:  # prefill stays eager: one package per prompt length
+        state.compiled[key] = (prefill, aot.decode_step(model, state))
     if key not in state.compiled:
         mark_static(state)
         mark_fused_static(model)

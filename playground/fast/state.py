@@ -50,9 +50,16 @@ class StaticState:
         return sum(t.numel() * t.element_size() for kv in self.layers for t in (kv.keys, kv.values))
 
     def tensors(self) -> list[torch.Tensor]:
+        """Every tensor, in the order `from_tensors` reads them back."""
         fixed = [self.tokens, self.pos, self.cos, self.sin, self.eos_mask, self.eos_until, self.pad_id,
                  self.finished, self.temperature]
         return fixed + [t for kv in self.layers for t in (kv.keys, kv.values)]
+
+    @classmethod
+    def from_tensors(cls, tensors) -> StaticState:
+        """A state over `tensors()`'s list (no copies): how an exported step takes its state as inputs."""
+        fixed, kv = tensors[:9], tensors[9:]
+        return cls([LayerKV(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)], *fixed)
 
 
 def cache_len_for(total_tokens: int, max_positions: int | None, multiple: int = CACHE_LEN_MULTIPLE) -> int:

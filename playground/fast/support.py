@@ -8,6 +8,7 @@ here with a reason the engine can show as is.
 from __future__ import annotations
 
 from playground.attention import listed, loads_for, taken_by
+from playground.config import AOT
 from playground.fast.fuse import fusable_reason
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
@@ -59,9 +60,9 @@ def _device_reason(model, compile_mode: str) -> str | None:
     device = next(model.parameters()).device.type
     if device not in DEVICE_TYPES:
         return f"the fast backend runs on {' or '.join(DEVICE_TYPES)}, not {device}"
-    if compile_mode != "off" and device != "cuda":
+    if compile_mode not in ("off", AOT) and device != "cuda":
         return (f"compile={compile_mode} with the fast backend needs CUDA (compiling exists to replay CUDA graphs); "
-                "use compile=off on CPU")
+                f"use compile=off or {AOT} on CPU")
     return None
 
 

@@ -1,0 +1,80 @@
+"""The fast decode step compiled ahead of time: torch.export, then AOTInductor, kept on disk.
+
+Where torch.compile cannot run (ZeroGPU runs only ahead-of-time compiled code), the decode step can
+still be compiled: `decode_one_token` is exported with every tensor of the static state as an input,
+so the compiled package writes the caller's KV cache, tokens and position in place, as the traced
+step does, and the weights become constants of the package. The package is kept in the compile cache
+(`playground.warm.cache_dir()`) under a key of the weights' fingerprint, the state's shapes, dtype and
+device, the torch version and whether it samples: a later process loads it instead of compiling, so
+an ahead-of-time step is also a warm start. On CUDA each step is one call into the package, without
+a CUDA graph around it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch._dynamo.utils import counters
+
+from playground import warm
+from playground.fast.forward import decode_one_token
+from playground.fast.state import StaticState
+
+
+class _Step(torch.nn.Module):
+    """`decode_one_token` as a module whose inputs are the state's tensors (StaticState.tensors order)."""
+
+    def __init__(self, model, sample: bool) -> None:
+        super().__init__()
+        self.model, self.sample = model, sample
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return decode_one_token(self.model, StaticState.from_tensors(tensors), self.sample)
+
+
+def weights_fingerprint(model) -> str:
+    """Names, shapes, dtypes and sums of every parameter: a package compiled from other weights never matches."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            digest.update(f"{name}{tuple(p.shape)}{p.dtype}{float(p.float().sum()):.6e}".encode())
+    return digest.hexdigest()[:16]
+
+
+def package_path(model, state: StaticState, sample: bool) -> Path:
+    key = dict(weights=weights_fingerprint(model), attn=model.config._attn_implementation, sample=sample,
+               shapes=[list(t.shape) for t in state.tensors()], dtype=str(state.cos.dtype),
+               device=torch.cuda.get_device_name() if state.tokens.is_cuda else "cpu", torch=torch.__version__)
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return warm.cache_dir() / "aot" / f"decode-{digest}.pt2"
+
+
+def compile_step(model, state: StaticState, sample: bool) -> Path:
+    """Export and compile the decode step for `state`'s shapes; returns the package written."""
+    path = package_path(model, state, sample)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        exported = torch.export.export(_Step(model, sample), tuple(state.tensors()))
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(path))
+    return path
+
+
+def decode_step(model, state: StaticState) -> Callable:
+    """A drop-in for the compiled `decode_one_token(model, state, sample)`: the package for each `sample`
+    value, loaded from disk when an earlier process compiled it, else compiled now."""
+    runners: dict[bool, Callable] = {}
+
+    def step(model_, state_: StaticState, sample: bool):
+        if sample not in runners:
+            path = package_path(model, state, sample)
+            found = path.is_file()
+            counters["playground"]["aot_package_hit" if found else "aot_package_miss"] += 1
+            runners[sample] = torch._inductor.aoti_load_package(str(path if found else compile_step(model, state,
+                                                                                                   sample)))
+        return runners[sample](*state_.tensors())
+
+    return step

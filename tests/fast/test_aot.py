@@ -1,0 +1,30 @@
+"""The fast decode step compiled ahead of time: the same tokens as eager, and a package a later run loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from playground.config import ConfigError, RunConfig
+from playground.engine import run
+from playground.loader import MODELS
+
+BASE = RunConfig(model="stdlib-llama-tiny", prompt="def main():\n    parser = ", new_tokens=16, repeats=1,
+                 cache_impl="static", backend="fast", profile_kernels=False)
+
+
+def test_an_aot_step_keeps_the_eager_tokens_and_a_new_process_loads_its_package(monkeypatch, tmp_path):
+    monkeypatch.setenv("PLAYGROUND_COMPILE_CACHE", str(tmp_path))
+    eager = run(BASE)
+    compiled = run(BASE.replace(compile="aot"))
+    assert (eager.status, compiled.status) == ("ok", "ok"), compiled.reason
+    assert compiled.output_ids == eager.output_ids and "AOTInductor" in compiled.compiled
+    assert compiled.compile_cache.startswith("miss") and len(list((tmp_path / "aot").glob("decode-*.pt2"))) == 1
+    MODELS.clear()  # new weight objects and states, no step in memory: only the package on disk carries over
+    again = run(BASE.replace(compile="aot"))
+    assert again.compile_cache == "hit" and again.output_ids == eager.output_ids
+
+
+@pytest.mark.parametrize("changes", [dict(backend="transformers"), dict(spec="draft")])
+def test_aot_is_refused_where_nothing_compiles_ahead(changes):
+    with pytest.raises(ConfigError, match="aot"):
+        RunConfig(prompt="x", cache_impl="static", compile="aot", **changes)
