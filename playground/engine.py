@@ -88,7 +88,7 @@ class Token:
     token_id: int
     text: str  # the text this token adds (may be "" while a multi-byte character is incomplete)
     t_ms: float  # time since this pass's prefill started
-    draft: bool = False  # an accepted draft: emitted by the target step that verified it, after that step's first
+    draft: bool = False  # an accepted draft: emitted by the target step that verified it, before its own token
 
 
 @dataclass(frozen=True)
@@ -160,10 +160,10 @@ class _Recorder(BaseStreamer):
             return
         tokens = value[0].tolist() if value.dim() == 2 else [int(value[0])]  # row 0 of the batch
         self.emitted.append(len(tokens))
-        for position, token_id in enumerate(tokens):
+        for position, token_id in enumerate(tokens):  # accepted drafts first, then the target's own token
             self.times.append(now)
             self.ids.append(token_id)
-            self.sink.put((len(self.ids) - 1, token_id, now - self.prefill_start, position > 0))
+            self.sink.put((len(self.ids) - 1, token_id, now - self.prefill_start, position < len(tokens) - 1))
         if self.mark_phases:
             self._mark("decode")
 
