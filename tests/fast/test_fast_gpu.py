@@ -190,3 +190,12 @@ def test_compiled_speculative_decoding_keeps_the_plain_greedy_tokens(attn):
                                     eos_token_id=[], compile_mode="reduce-overhead")
         assert spec.sequences.tolist() == plain.sequences.cpu().tolist() and sum(spec.accepted) > 0
     assert counters["inductor"]["cudagraph_skips"] == 0
+
+
+def test_an_ahead_of_time_step_keeps_the_eager_tokens_on_cuda(monkeypatch, tmp_path):
+    monkeypatch.setenv("PLAYGROUND_COMPILE_CACHE", str(tmp_path))
+    model = MODELS.get("tiny-random-llama", "cuda", "fp32", "sdpa")[0].model
+    ids = ids_for(model, 1, 20)
+    eager = fast_generate(model, input_ids=ids, max_new_tokens=24, min_new_tokens=24)
+    ahead = fast_generate(model, input_ids=ids, max_new_tokens=24, min_new_tokens=24, compile_mode="aot")
+    assert torch.equal(ahead.sequences, eager.sequences) and list(tmp_path.glob("aot/decode-*.pt2"))
