@@ -130,7 +130,7 @@ def shared_controls(default: SharedSettings) -> Components:
 def action_controls() -> Components:
     with gr.Row():
         run_ab = gr.Button("▶ Run A vs B", variant="primary", size="lg", scale=3, elem_id="run-ab")
-        run_a = gr.Button("Run A only", size="lg", scale=1)
+        run_a = gr.Button("Run A only", size="lg", scale=1, elem_id="run-a")
         sweep = gr.Button(f"Sweep A's batch size {'→'.join(map(str, events.SWEEP_BATCH_SIZES))}", size="lg", scale=1,
                           elem_id="sweep-batch")
         stop = gr.Button("■ Stop", variant="stop", size="lg", scale=1, elem_id="stop")
@@ -230,6 +230,16 @@ def wire_stop(ui: Components, app: events.Playground, runs: list) -> None:
     ui["stop"].click(handler, outputs=_outputs(ui, "status", "pane_A", "pane_B"), cancels=runs, queue=False, **PAGE_ONLY)
 
 
+RUN_BUTTON_IDS = ("run-ab", "run-a", "sweep-batch")
+
+
+def _run_buttons_js(hold: bool) -> str:
+    """Browser code that holds (or releases) the run buttons, passing the event's inputs through."""
+    ids = ", ".join(f"'#{i}'" for i in RUN_BUTTON_IDS)
+    return (f"(...args) => {{ for (const b of document.querySelectorAll([{ids}].join(','))) "
+            f"b.disabled = {'true' if hold else 'false'}; return args.length > 1 ? args : args[0]; }}")
+
+
 def wire_controls(ui: Components, comparison_buttons: dict[str, gr.Button], policy: HostingPolicy) -> None:
     read = _reader(ui, CONTROL_NAMES)
     controls = {ui[n] for n in CONTROL_NAMES}
@@ -244,9 +254,12 @@ def wire_controls(ui: Components, comparison_buttons: dict[str, gr.Button], poli
     ui["ready_prompt"].input(lambda name: (READY_PROMPTS[name], False), ui["ready_prompt"],
                              _outputs(ui, "prompt", "synthetic"), queue=False, show_progress="hidden", **PAGE_ONLY)
     preset_outputs = [*controls, ui["comparison_note"]]
+    # Run reads the controls as the page has them when it is clicked: until a comparison's values are on the
+    # page, a run would start with the previous ones, so the run buttons are held (in the browser, at once).
     for name, button in comparison_buttons.items():
         button.click(lambda model, n=name: _emit(ui, events.apply_comparison(n, model, policy)), ui["model"],
-                     preset_outputs, queue=False, show_progress="hidden", **PAGE_ONLY)
+                     preset_outputs, queue=False, show_progress="hidden", js=_run_buttons_js(True),
+                     **PAGE_ONLY).then(None, js=_run_buttons_js(False), **PAGE_ONLY)
 
 
 def wire_history(ui: Components, demo: gr.Blocks, app: events.Playground) -> None:
