@@ -19,11 +19,10 @@ the real limit rather than the prediction; a probe that runs out of memory is an
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from typing import Callable
 from unittest import mock
 
+from benchmarks import write_json
 from playground import memory
 from playground.config import RunConfig
 from playground.engine import run
@@ -129,11 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     limits: dict[str, dict] = {}
 
     def save() -> None:
-        if args.output:  # written aside, then swapped in: a kill mid-write keeps the previous rows
-            with open(f"{args.output}.tmp", "w") as f:
-                json.dump({"table": table, "limits": limits, "records": [r.to_dict() for r in records], "env": env,
-                           "args": vars(args)}, f, indent=1)
-            os.replace(f"{args.output}.tmp", args.output)
+        write_json(args.output, {"table": table, "limits": limits, "records": [r.to_dict() for r in records],
+                                 "env": env, "args": vars(args)})
 
     print("\n".join(markdown([]).splitlines()[:2]), flush=True)
     for backend, config in configs(args).items():

@@ -22,12 +22,11 @@ clock read, decode tok/s = (n - 1) / (t_last - t_first), warm-up (and compile) r
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from dataclasses import dataclass, field
 
 import torch
 
+from benchmarks import write_json
 from playground.config import RunConfig
 from playground.engine import run
 from playground.metrics import first_difference
@@ -134,10 +133,7 @@ def main() -> None:
         """Print the row and rewrite the JSON file, so a run cut short keeps every finished row."""
         rows.append(row)
         print_row(row)
-        if args.output:  # written aside, then swapped in: a kill mid-write keeps the previous rows
-            with open(f"{args.output}.tmp", "w") as f:
-                json.dump({"rows": [vars(r) for r in rows], "env": environment(), "args": vars(args)}, f, indent=1)
-            os.replace(f"{args.output}.tmp", args.output)
+        write_json(args.output, {"rows": [vars(r) for r in rows], "env": environment(), "args": vars(args)})
 
     print_header()
     for model in args.model.split(","):

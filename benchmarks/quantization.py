@@ -19,10 +19,9 @@ refused setting prints its reason as the row.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from pathlib import Path
 
+from benchmarks import write_json
 from playground import kernels, quality
 from playground.config import RunConfig
 from playground.engine import run
@@ -128,11 +127,8 @@ def main(argv: list[str] | None = None) -> None:
         """Print the row and rewrite the JSON file, so a run cut short keeps every finished row."""
         records.append(record)
         print(markdown(backend_rows[-1:]).splitlines()[-1], flush=True)
-        if args.output:  # written aside, then swapped in: a kill mid-write keeps the previous rows
-            with open(f"{args.output}.tmp", "w") as f:
-                json.dump({"table": table + backend_rows, "records": [r.to_dict() for r in records], "env": env,
-                           "args": vars(args)}, f, indent=1)
-            os.replace(f"{args.output}.tmp", args.output)
+        write_json(args.output, {"table": table + backend_rows, "records": [r.to_dict() for r in records],
+                                 "env": env, "args": vars(args)})
 
     print("\n".join(markdown([]).splitlines()[:2]), flush=True)
     for backend in backends:

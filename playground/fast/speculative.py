@@ -191,7 +191,7 @@ def _emit(new: list[int], streamer, criteria: Sequence[Callable], eos: list[int]
         streamer.put(torch.tensor([kept]))
     if len(kept) < len(new):
         return True
-    return bool(criteria) and bool(_stop_requested(criteria, state.tokens[:, :length].cpu(), None).all())
+    return bool(criteria) and bool(_stop_requested(criteria, state.tokens[:, :length], None).all())
 
 
 def _until_eos(tokens: list[int], eos: list[int]) -> list[int]:
