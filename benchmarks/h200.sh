@@ -3,14 +3,22 @@
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | spec-fast | batch-8b | warm
+#          | cold-8b | warm-8b | batch-8b-warm | limit-8b
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
 stage=$1 out=$2
 mkdir -p "$out"
 # A fresh inductor cache per stage: a cold start measured here is a real first compile, not a cache hit
 # left by an earlier stage on the same machine (within a stage, later compiles may hit the cache).
-TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
-export TORCHINDUCTOR_CACHE_DIR
+# With GPU_CACHE set, stages share the compile caches under it instead: cold-8b fills them with its
+# compiles side by side, and warm-8b and batch-8b-warm then measure one run at a time, starting warm.
+if [[ -n ${GPU_CACHE:-} ]]; then
+  export TORCHINDUCTOR_CACHE_DIR=$GPU_CACHE/inductor TRITON_CACHE_DIR=$GPU_CACHE/triton \
+         PLAYGROUND_COMPILE_CACHE=$GPU_CACHE/artifacts
+else
+  TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
+  export TORCHINDUCTOR_CACHE_DIR
+fi
 bench() { python3 -m playground bench --no-store --format jsonl "$@"; }
 common=(--repeats 3 --warmup 1 --new-tokens 128)
 
@@ -74,8 +82,8 @@ quant-matmul)  # each weight format's batch-1 projection alone
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape --formats none,int8,int4,fp8 \
         2>&1 | tee "$out/quant_matmul_8b.txt" ;;
 spec-fast)  # the fast backend's compiled draft and verify steps on the shipped pair
-  python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --draft-tokens 2,4,6 \
-        2>&1 | tee "$out/speculative_fast.txt" ;;
+  python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --draft-tokens 4 \
+        --rounds 3 --prompts 4 2>&1 | tee "$out/speculative_fast.txt" ;;
 batch-8b)  # batch sweep, largest batch predicted against found
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
         --fast-attn flash_attention_2 --batch-sizes 1,8,64 --output "$out/batching_8b.json" \
@@ -84,8 +92,35 @@ warm)  # a cold compile, then a new process with an empty inductor cache and the
   export PLAYGROUND_COMPILE_CACHE=$out/compile-artifacts
   for run in cold warm; do
     TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) python3 -m playground warm llama-3.1-8b-shape --backend fast \
-        --compile reduce-overhead --dtype bf16 --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 \
+        --cache-impl static --compile reduce-overhead --dtype bf16 --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 \
         2>&1 | tee "$out/warm_$run.txt"
   done ;;
+cold-8b)  # the 8B shape's compiles side by side (cold, so slower than one alone), filling GPU_CACHE
+  # the fast backend at batch 1 (bf16, int8 weights, the ahead-of-time step) and at batch 8 and 64
+  m=(llama-3.1-8b-shape --backend fast --cache-impl static --dtype bf16 --attn flash_attention_2 --prompt-tokens 512
+     --new-tokens 256)
+  timeout "${COLD_S:-480}" python3 -m playground warm "${m[@]}" --compile reduce-overhead --quant int8 \
+      >"$out/cold_int8.txt" 2>&1 &
+  for variant in "reduce-overhead 1" "aot 1" "reduce-overhead 8" "reduce-overhead 64"; do
+    set -- $variant
+    timeout "${COLD_S:-480}" python3 -m playground warm "${m[@]}" --compile "$1" --batch-size "$2" \
+        >"$out/cold_$1_b$2.txt" 2>&1 &
+  done
+  wait ;;
+warm-8b)  # after cold-8b: int8 against bf16, and the ahead-of-time step against torch.compile, each warm
+  python3 -m benchmarks.quantization --model llama-3.1-8b-shape --quant int8 --dtype bf16 --backend fast \
+        --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
+        --output "$out/quant_8b_fast.json" >"$out/quant_8b_fast.txt" 2>&1
+  bench --model llama-3.1-8b-shape --backend fast --cache-impl static --dtype bf16 --attn flash_attention_2 \
+        --compile reduce-overhead,aot --prompt-tokens 512 --new-tokens 256 --repeats 3 \
+        --output "$out/aot_vs_compile_8b.jsonl" ;;
+batch-8b-warm)  # after cold-8b: the batch sweep at 8 and 64 (transformers' compiled static cache as the anchor)
+  python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
+        --fast-attn flash_attention_2 --batch-sizes 8,64 --search off --output "$out/batching_8b.json" \
+        --chart "$out/batching_8b.html" >"$out/batching_8b.txt" 2>&1 ;;
+limit-8b)  # the largest batch that runs, found by eager probes, against the pre-flight's prediction
+  python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --backend fast --compile off \
+        --fast-attn flash_attention_2 --batch-sizes 64 --repeats 1 --search on --output "$out/limit_8b.json" \
+        >"$out/limit_8b.txt" 2>&1 ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -206,7 +206,8 @@ def run_warm(args: argparse.Namespace) -> int:
         args.model = args.models
     code = 0
     for fields in run_set(args):
-        label = f"{fields['model']} backend={fields['backend']} compile={fields['compile']} dtype={fields['dtype']}"
+        label = (f"{fields['model']} backend={fields['backend']} compile={fields['compile']} dtype={fields['dtype']} "
+                 f"quant={fields['quant']} batch={fields['batch_size']}")
         try:
             record = run(RunConfig(**fields))
         except ConfigError as exc:
@@ -219,7 +220,8 @@ def run_warm(args: argparse.Namespace) -> int:
         elif not record.compile_cache:
             print(f"{label}: nothing to keep ({'compile is off' if fields['compile'] == 'off' else 'no cache used'})")
         else:
-            print(f"{label}: cold call {record.cold_e2e_ms / 1e3:.1f} s, compile cache {record.compile_cache}")
+            print(f"{label}: cold call {record.cold_e2e_ms / 1e3:.1f} s, compile cache {record.compile_cache}, "
+                  f"then {record.decode_tok_s:.1f} tok/s decode")
     return code
 
 

@@ -24,6 +24,14 @@ def test_the_search_finds_the_largest_batch_that_runs(limit, start):
     assert len(tried) <= 2 * limit.bit_length() + 2  # doubling, then bisection
 
 
+@pytest.mark.parametrize("limit", [1000, 1234, 3000])
+def test_a_tolerant_search_stops_within_its_tolerance_below_the_limit_and_probes_less(limit):
+    found, tried = largest_batch(probe_that_fits(limit), 64, tolerance=0.02)
+    exact, exact_tried = largest_batch(probe_that_fits(limit), 64)
+    assert 0.98 * limit <= found <= limit
+    assert len(tried) < len(exact_tried)
+
+
 def test_the_search_stops_at_a_failure_that_is_not_memory():
     def refused(batch: int) -> RunRecord:
         record = probe_that_fits(10**6)(batch)

@@ -3,11 +3,12 @@
 Where torch.compile cannot run (ZeroGPU runs only ahead-of-time compiled code), the decode step can
 still be compiled: `decode_one_token` is exported with every tensor of the static state as an input,
 so the compiled package writes the caller's KV cache, tokens and position in place, as the traced
-step does, and the weights become constants of the package. The package is kept in the compile cache
-(`playground.warm.cache_dir()`) under a key of the weights' fingerprint, the state's shapes, dtype and
-device, the torch version and whether it samples: a later process loads it instead of compiling, so
-an ahead-of-time step is also a warm start. On CUDA each step is one call into the package, without
-a CUDA graph around it.
+step does. The weights stay out of the package (an 8B model's would make it 16 GB): the loaded package
+is pointed at the model's own tensors, as ZeroGPU's `spaces.aoti_apply` does. The package is kept in
+the compile cache (`playground.warm.cache_dir()`) under a key of the weights' fingerprint, the state's
+shapes, dtype and device, the torch version and whether it samples: a later process loads it instead
+of compiling, so an ahead-of-time step is also a warm start. On CUDA each step is one call into the
+package, without a CUDA graph around it.
 """
 
 from __future__ import annotations
@@ -22,18 +23,36 @@ from torch._dynamo.utils import counters
 
 from playground import warm
 from playground.fast.forward import decode_one_token
+from playground.fast.fuse import fused_layers
 from playground.fast.state import StaticState
 
 
 class _Step(torch.nn.Module):
-    """`decode_one_token` as a module whose inputs are the state's tensors (StaticState.tensors order)."""
+    """`decode_one_token` as a module whose inputs are the state's tensors (StaticState.tensors order).
+
+    The fused projections' tensors live outside the module tree (playground.fast.fuse), so export would
+    lift them as anonymous constants that a loaded package cannot be pointed at. Here they are named
+    buffers, and `forward` hands the decoder the traced buffers in their place."""
 
     def __init__(self, model, sample: bool) -> None:
         super().__init__()
         self.model, self.sample = model, sample
+        self.fused = [(f"fused_{index}_{kind}_{part}", linear, part)
+                      for index, layer in enumerate(fused_layers(model))
+                      for kind, linear in (("qkv", layer.qkv), ("gate_up", layer.gate_up))
+                      for part in ("weight", "bias") if getattr(linear, part) is not None]
+        for name, linear, part in self.fused:
+            self.register_buffer(name, getattr(linear, part), persistent=False)
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return decode_one_token(self.model, StaticState.from_tensors(tensors), self.sample)
+        real = [getattr(linear, part) for _, linear, part in self.fused]
+        try:
+            for name, linear, part in self.fused:
+                setattr(linear, part, getattr(self, name))
+            return decode_one_token(self.model, StaticState.from_tensors(tensors), self.sample)
+        finally:
+            for (_, linear, part), tensor in zip(self.fused, real):
+                setattr(linear, part, tensor)
 
 
 def weights_fingerprint(model) -> str:
@@ -59,8 +78,20 @@ def compile_step(model, state: StaticState, sample: bool) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
         exported = torch.export.export(_Step(model, sample), tuple(state.tensors()))
-        torch._inductor.aoti_compile_and_package(exported, package_path=str(path))
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(path),
+                                                 inductor_configs={"aot_inductor.package_constants_in_so": False})
     return path
+
+
+def load_step(path: Path, model, sample: bool) -> Callable:
+    """The package at `path`, its constants pointed at `model`'s own parameters and buffers (no copy)."""
+    runner = torch._inductor.aoti_load_package(str(path))
+    step = _Step(model, sample)
+    tensors = (dict(step.named_parameters(remove_duplicate=False))  # a tied head under both of its names
+               | dict(step.named_buffers(remove_duplicate=False)))
+    runner.load_constants({name: tensors[name] for name in runner.get_constant_fqns()}, check_full_update=True,
+                          user_managed=True)
+    return runner
 
 
 def decode_step(model, state: StaticState) -> Callable:
@@ -73,8 +104,7 @@ def decode_step(model, state: StaticState) -> Callable:
             path = package_path(model, state, sample)
             found = path.is_file()
             counters["playground"]["aot_package_hit" if found else "aot_package_miss"] += 1
-            runners[sample] = torch._inductor.aoti_load_package(str(path if found else compile_step(model, state,
-                                                                                                   sample)))
+            runners[sample] = load_step(path if found else compile_step(model, state, sample), model, sample)
         return runners[sample](*state_.tensors())
 
     return step
