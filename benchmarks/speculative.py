@@ -3,7 +3,8 @@
 At batch 1 a decode step reads every weight for one token; speculation lets one target step verify several
 proposed tokens. What it buys is measured here as A vs B engine runs of the same configuration with
 speculation off and on (the engine's decode tok/s, prefill excluded), interleaved round by round so a busy
-host slows both sides alike, and reported as mean ± stdev over rounds. Greedy output must be identical.
+host slows both sides alike, and reported as mean ± stdev over rounds. Greedy output must be identical in
+fp32 (see `pair`).
 
 Ideal speedup, from the speculative run's own counts and times (all measured, none assumed):
     ideal = τ · T / (T + D)
@@ -29,6 +30,7 @@ from pathlib import Path
 from playground import backends, speculative
 from playground.config import RunConfig
 from playground.engine import run
+from playground.metrics import first_difference
 from playground.presets import DEFAULT_MODEL
 from playground.record import RunRecord, environment
 
@@ -61,12 +63,24 @@ def ideal_speedup(plain: RunRecord, spec: RunRecord) -> float:
 
 
 def pair(base: RunConfig, spec: str, draft_tokens: int) -> tuple[RunRecord, RunRecord]:
+    """Plain, then speculative. In fp32 greedy output must be identical; in fp16/bf16 verifying k + 1 positions
+    at once runs other kernels than one-token steps, so a near-tie can round the other way, and the table
+    says from which token the outputs part."""
     plain = _checked(base)
     fast = _checked(base.replace(spec=spec, draft_tokens=draft_tokens))
-    if fast.output_ids != plain.output_ids:
-        raise SystemExit(f"{spec}: greedy output differs from plain decoding at token "
-                         f"{next(i for i, (a, b) in enumerate(zip(plain.output_ids, fast.output_ids)) if a != b)}")
+    diff = first_difference(plain.output_ids, fast.output_ids)
+    if diff is not None and plain.dtype_effective == "fp32":
+        raise SystemExit(f"{spec}: greedy output differs from plain decoding at token {diff}")
     return plain, fast
+
+
+def _agreement(pairs: list[tuple[RunRecord, RunRecord]]) -> str:
+    diffs = [first_difference(p.output_ids, s.output_ids) for p, s in pairs]
+    parted = [d for d in diffs if d is not None]
+    if not parted:
+        return "identical"
+    return (f"{len(diffs) - len(parted)}/{len(diffs)} identical; the others part at token "
+            f"{', '.join(map(str, sorted(parted)))} ({pairs[0][0].dtype_effective} rounding)")
 
 
 def summarize(name: str, pairs: list[tuple[RunRecord, RunRecord]]) -> str:
@@ -78,7 +92,7 @@ def summarize(name: str, pairs: list[tuple[RunRecord, RunRecord]]) -> str:
     cells = (name, _pm([p.decode_tok_s for p in plain], 1), _pm([s.decode_tok_s for s in spec], 1),
              f"{100 * accepted / drafted:.1f}" if drafted else "—", _pm([s.tokens_per_step for s in spec]),
              _pm(share, 1) if share else "0", _pm(measured), _pm(ideal), _pm([m / i for m, i in zip(measured, ideal)]),
-             "identical")
+             _agreement(pairs))
     return "| " + " | ".join(cells) + " |"
 
 

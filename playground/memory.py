@@ -5,7 +5,9 @@ second with the numbers, not after a minute of loading and an out-of-memory cras
 
 The same numbers say how many sequences fit at once (`Estimate.max_batch`): what is free beyond the
 weights, over what one more sequence adds, its KV cache for the whole context plus its prompt's
-largest prefill transient (the MLP's gate, up and product over every prompt token).
+largest prefill transient (the MLP's tensors and the residual stream over every prompt token).
+Measured on an H200 (Llama-3.1-8B shape, bf16, 512 + 256 tokens), this predicts 662 sequences where
+eager probes ran 648 and failed at 656; counting only gate, up and product had predicted 787.
 """
 
 from __future__ import annotations
@@ -64,10 +66,14 @@ def kv_cache_bytes(model_config, tokens: int, batch_size: int, dtype: str) -> in
 
 
 def prefill_transient_bytes(model_config, prompt_tokens: int, dtype: str) -> int:
-    """The MLP's largest live tensors during one sequence's prefill: gate, up and their product, per prompt token."""
+    """What one sequence's prefill holds at its peak, the MLP's product, per prompt token: gate and up (one
+    fused output on the fast backend), the activated gate and the product (4 x intermediate), beside the
+    residual stream, its normed copy and the attention output (3 x hidden). Eager counts; a compiled
+    prefill fuses the activation into the product and holds a little less."""
     text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
-    intermediate = getattr(text, "intermediate_size", None) or 4 * getattr(text, "hidden_size", 0)
-    return 3 * intermediate * prompt_tokens * DTYPE_BYTES[dtype]
+    hidden = getattr(text, "hidden_size", 0)
+    intermediate = getattr(text, "intermediate_size", None) or 4 * hidden
+    return (4 * intermediate + 3 * hidden) * prompt_tokens * DTYPE_BYTES[dtype]
 
 
 def free_bytes(device: str) -> int:

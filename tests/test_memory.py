@@ -10,8 +10,8 @@ def test_kv_per_token_of_the_llama_3_1_8b_shape():
     assert kv_cache_bytes(LLAMA_8B, 1, 1, "bf16") == 2 * 32 * 8 * 128 * 2  # 128 KiB
 
 
-def test_prefill_transient_is_gate_up_and_product_per_prompt_token():
-    assert prefill_transient_bytes(LLAMA_8B, 512, "bf16") == 3 * 14336 * 512 * 2
+def test_prefill_transient_is_the_mlp_and_the_residual_stream_per_prompt_token():
+    assert prefill_transient_bytes(LLAMA_8B, 512, "bf16") == (4 * 14336 + 3 * 4096) * 512 * 2
 
 
 def test_largest_batch_is_what_is_free_beyond_the_weights_over_one_sequence():

@@ -27,6 +27,13 @@ from playground.fast.fuse import fused_layers
 from playground.fast.state import StaticState
 
 
+# The weights stay out of the package, and every constant keeps its name (no constant folding, which would
+# bake derived tensors into the package), so all of them can be supplied at load: ZeroGPU's settings for
+# `spaces.aoti_compile`.
+PACKAGE_CONFIG = {"aot_inductor.package_constants_in_so": False, "always_keep_tensor_constants": True,
+                  "joint_graph_constant_folding": False}
+
+
 class _Step(torch.nn.Module):
     """`decode_one_token` as a module whose inputs are the state's tensors (StaticState.tensors order).
 
@@ -78,8 +85,7 @@ def compile_step(model, state: StaticState, sample: bool) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
         exported = torch.export.export(_Step(model, sample), tuple(state.tensors()))
-        torch._inductor.aoti_compile_and_package(exported, package_path=str(path),
-                                                 inductor_configs={"aot_inductor.package_constants_in_so": False})
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(path), inductor_configs=PACKAGE_CONFIG)
     return path
 
 

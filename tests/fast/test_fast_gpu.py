@@ -172,7 +172,12 @@ def test_compiled_decoding_runs_on_a_thread_other_than_the_first_compiler():
 
 @pytest.mark.parametrize("attn", ["sdpa", "flash_attention_2"])
 def test_compiled_speculative_decoding_keeps_the_plain_greedy_tokens(attn):
-    """The draft's decode step and the target's verify step, both compiled and replayed, on the shipped pair."""
+    """The draft's decode step and the target's verify step, both compiled and replayed, on the shipped pair.
+
+    In fp32 the tokens equal plain greedy decoding. flash-attn runs only in half precision, where verifying
+    k + 1 positions at once runs other kernels than one-token steps and a near-tie can round either way;
+    there every token must be the target's greedy choice at its position, to within bf16 rounding of the
+    logits, when the target reads the whole output in one pass."""
     from playground.fast.speculative import speculative_generate
     from playground.loader import ModelCache
     from playground.speculative import GROUNDED_PROMPT
@@ -188,7 +193,16 @@ def test_compiled_speculative_decoding_keeps_the_plain_greedy_tokens(attn):
     for _ in range(2):  # the second call replays the graphs the first one captured
         spec = speculative_generate(lm.model, lm.draft.model, input_ids=ids, max_new_tokens=48, draft_tokens=4,
                                     eos_token_id=[], compile_mode="reduce-overhead")
-        assert spec.sequences.tolist() == plain.sequences.cpu().tolist() and sum(spec.accepted) > 0
+        assert sum(spec.accepted) > 0
+        if dtype == "fp32":
+            assert spec.sequences.tolist() == plain.sequences.cpu().tolist()
+            continue
+        sequence = spec.sequences.to("cuda")
+        with torch.no_grad():
+            logits = lm.model(sequence).logits[0, ids.shape[1] - 1:-1].float()
+        chosen = logits.gather(1, sequence[0, ids.shape[1]:, None])[:, 0]
+        shortfall = logits.max(dim=1).values - chosen  # 0 where the token is the argmax
+        assert shortfall.max() <= 2 ** -7 * logits.abs().max(), shortfall.tolist()
     assert counters["inductor"]["cudagraph_skips"] == 0
 
 
