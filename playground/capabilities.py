@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from playground import quantization
-from playground.attention import FLASH_ATTN_INSTALL, REGISTRY, Package  # noqa: F401  (the UI's install hint)
+from playground.attention import REGISTRY, Package
 from playground.config import ConfigError, RunConfig
 
 FLASH_PACKAGES = {name: a.package for name, a in REGISTRY.items() if a.package}  # attn -> Package it needs

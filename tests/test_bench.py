@@ -7,7 +7,6 @@ import sys
 import pytest
 
 from playground.bench import build_parser, run_set
-from playground.printers import to_markdown
 from playground.store import RunStore
 
 REQUIRED = ("model", "attn", "use_cache", "cache_impl", "dtype", "compile", "device", "prompt_tokens", "new_tokens",

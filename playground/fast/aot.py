@@ -15,23 +15,31 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable
 
 import torch
 from torch._dynamo.utils import counters
+from torch._inductor.package.package import package_aoti
 
 from playground import warm
 from playground.fast.forward import decode_one_token
 from playground.fast.fuse import fused_layers
 from playground.fast.state import StaticState
 
+ROOT = Path(__file__).resolve().parents[2]  # where the probe imports playground from
 
-# The weights stay out of the package, and every constant keeps its name (no constant folding, which would
-# bake derived tensors into the package), so all of them can be supplied at load: ZeroGPU's settings for
-# `spaces.aoti_compile`.
-PACKAGE_CONFIG = {"aot_inductor.package_constants_in_so": False, "always_keep_tensor_constants": True,
-                  "joint_graph_constant_folding": False}
+
+# ZeroGPU's settings for `spaces.aoti_compile`: the weights are written beside the compiled code, not in
+# it, and every constant keeps its name (no constant folding, which would bake derived tensors in), so the
+# package can be built from the code alone and pointed at the model's tensors when loaded.
+PACKAGE_CONFIG = {"aot_inductor.package": True, "aot_inductor.package_constants_in_so": False,
+                  "aot_inductor.package_constants_on_disk_format": "pickle_weights",
+                  "always_keep_tensor_constants": True, "joint_graph_constant_folding": False}
 
 
 class _Step(torch.nn.Module):
@@ -85,12 +93,35 @@ def compile_step(model, state: StaticState, sample: bool) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
         exported = torch.export.export(_Step(model, sample), tuple(state.tensors()))
-        torch._inductor.aoti_compile_and_package(exported, package_path=str(path), inductor_configs=PACKAGE_CONFIG)
+        artifacts = torch._inductor.aot_compile(exported.module(), tuple(state.tensors()), options=PACKAGE_CONFIG)
+    package_aoti(str(path), [file for file in artifacts if isinstance(file, str)])  # the code; not the weights
     return path
+
+
+# Loading the package in a child process first: on an H200 (torch 2.11) the loader has crashed the whole
+# process with a segmentation fault, which no exception handler catches and which would end the app.
+LOAD_PROBE = "import sys, torch, playground.fast.ops; torch._inductor.aoti_load_package(sys.argv[1])"
+_probed: set[Path] = set()
+
+
+def check_loads(path: Path) -> None:
+    """Raise, naming the failure, when loading the package at `path` fails or crashes a child process."""
+    if path in _probed:
+        return
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    probe = subprocess.run([sys.executable, "-c", LOAD_PROBE, str(path)], capture_output=True, text=True, env=env)
+    if probe.returncode:
+        how = (f"killed by {signal.Signals(-probe.returncode).name}" if probe.returncode < 0
+               else f"exit status {probe.returncode}: {probe.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"torch could not load the ahead-of-time decode step ({how} in a test process, torch "
+                           f"{torch.__version__}); run with compile=reduce-overhead or compile=off instead")
+    _probed.add(path)
 
 
 def load_step(path: Path, model, sample: bool) -> Callable:
     """The package at `path`, its constants pointed at `model`'s own parameters and buffers (no copy)."""
+    if torch.cuda.is_available() and model.device.type == "cuda":
+        check_loads(path)
     runner = torch._inductor.aoti_load_package(str(path))
     step = _Step(model, sample)
     tensors = (dict(step.named_parameters(remove_duplicate=False))  # a tied head under both of its names

@@ -198,7 +198,7 @@ FLASH_RELEASES = "https://github.com/Dao-AILab/flash-attention/releases"
 def flash_help(env: dict, hosted: bool) -> str:
     """How to get flash-attn where it is missing: a prebuilt wheel on a Space (no compiler there; installed with the
     Space's torch pin, which local installs never read), pip locally."""
-    from playground.capabilities import FLASH_ATTN_INSTALL
+    from playground.attention import FLASH_ATTN_INSTALL
 
     if env.get("flash_attn"):
         return ""

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from playground.fast.fuse import fusable_reason, fused_layers, mark_fused_static
+from playground.fast.fuse import fusable_reason, fused_layers
 from playground.fast.generate import compiled_steps
 from playground.fast.state import allocate
 
