@@ -28,6 +28,7 @@ class Host:
     capability: tuple[int, int] | None
     bf16: bool
     packages: dict[str, str | None]  # distribution -> version or None
+    gpus: int = 0  # CUDA GPUs visible to torch
 
     def resolve_device(self, requested: str) -> str:
         if requested == "auto":
@@ -60,6 +61,7 @@ def host() -> Host:
             capability=torch.cuda.get_device_capability(0),
             bf16=torch.cuda.is_bf16_supported(),
             packages=packages,
+            gpus=torch.cuda.device_count(),
         )
     return Host(cuda=False, device_name="cpu", capability=None, bf16=True, packages=packages)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from playground import attention, backends, quantization, speculative
+from playground import parallel as splits
 from playground.presets import DEFAULT_MODEL
 
 DTYPES = ("auto", "fp32", "fp16", "bf16")
@@ -116,6 +117,13 @@ class RunConfig:
                                       "a prefix of 100 - spread x i/(batch-1) percent of the prompt, left-padded "
                                       "(0: every row the whole prompt)", bounds=(0, 100), side=True, sweep=True,
                                       column="spread %")
+    parallel: str = _setting("none", "split across devices", "one device, accelerate's device_map over the GPUs, "
+                             "or transformers' tensor parallel with one process per device", choices=splits.NAMES,
+                             side=True, sweep=True, load=True, column="parallel",
+                             choice_labels={m.name: m.label for m in splits.REGISTRY.values()})
+    devices: int = _setting(2, "devices", "GPUs (or CPU processes) tensor parallel splits the model across; "
+                            "device_map uses every visible GPU",
+                            bounds=(2, splits.MAX_DEVICES), side=True, sweep=True, column="devices")
     temperature: float = _setting(0.0, "temperature", "sampling temperature from 0 (greedy) to 10")
     seed: int = _setting(0, "seed", "random seed for sampling and synthetic prompts", bounds=(0, 2**63 - 1))
     repeats: int = _setting(3, "repeats", "measured passes per run; results are mean ± stddev",
@@ -213,6 +221,19 @@ class RunConfig:
             raise ConfigError(f"quant={self.quant} kernels take only {' or '.join(quant.dtypes)} activations; "
                               f"choose dtype {' or '.join(quant.dtypes)}")
         self._check_speculation()
+        self._check_parallel()
+
+    def _check_parallel(self) -> None:
+        if self.parallel == "none":
+            return
+        clashes = [f"backend={self.backend}" if self.backend != "transformers" else "",
+                   f"spec={self.spec}" if self.spec != "none" else "",
+                   f"quant={self.quant}" if self.quant != "none" else ""]
+        if any(clashes):
+            raise ConfigError(f"parallel={self.parallel} runs on backend transformers without speculation or "
+                              f"quantization: set {' and '.join(filter(None, clashes))} back (the model is split by "
+                              "transformers and accelerate, whose split weights the fast backend, the draft and "
+                              "torchao do not take)")
 
     def _check_speculation(self) -> None:
         method = self._speculation

@@ -35,7 +35,8 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from playground import attention, backends, capabilities, kernels, memory, quantization, roofline, speculative, warm
+from playground import (attention, backends, capabilities, kernels, memory, parallel, quantization, roofline,
+                        speculative, warm)
 from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
 from playground.hardware import memory_bandwidth_gb_s, synchronize
@@ -44,6 +45,7 @@ from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache
 from playground.backends import request
 from playground.metrics import (PassTiming, StepCounts, aggregate_tok_s, kv_bytes_per_token_measured, padding,
                                 prefill_flops, speculation, summarize)
+from playground.presets import PRESETS
 from playground.record import RunRecord, environment
 
 PROFILE_NEW_TOKENS = 9  # one prefill step and eight decode steps are enough to name the kernels
@@ -505,6 +507,8 @@ def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) ->
         # the profiler slows the host, so its own wall clock would understate how busy the GPU is.
         record.gpu_busy_pct = min(100.0, 100 * decode.kernel_us / steps / (record.itl_ms_mean * 1e3))
         record.decode_top_kernels = [(name, us / steps) for name, us in decode.top_kernels]
+    if decode and steps > 0 and config.parallel == "tp":
+        record.comm_ms_per_step = decode.comm_us / steps / 1e3
     notes = [n for n in (record.fallback, kernels.fallback(config.attn, phases),
                          kernels.quant_fallback(config.quant, phases)) if n]
     record.fallback = "; ".join(notes) or None
@@ -512,7 +516,8 @@ def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) ->
 
 def check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str) -> memory.Estimate:
     """Refuse, with the numbers, a run whose weights and KV cache cannot fit in free memory; else the estimate."""
-    key = cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code, config.quant)
+    key = cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code, config.quant,
+                    config.parallel)
     # before tokenizing, a text prompt has at most one token per UTF-8 byte (plus specials)
     prompt_tokens = config.prompt_tokens or len(config.prompt.encode("utf-8")) + 2
     model_config = models.config_for(config.model, config.trust_remote_code)
@@ -529,13 +534,15 @@ def _load_with_progress(config: RunConfig, models: ModelCache, device: str, dtyp
     """Load on the device thread, saying every LOAD_POLL_S how long it has taken and, for a hub id, how many
     bytes have arrived in the Hugging Face cache so far; returns (model, reused)."""
     quant = "" if config.quant == "none" else f", quantized {config.quant}"
-    what = f"{config.model} ({dtype}, {config.transformers_attn}{quant}) on {device}"
+    where = {"none": device, "device_map": "the GPUs (device_map=auto)",
+             "tp": f"{device} rank {parallel.rank()} of {config.devices}"}[config.parallel]
+    what = f"{config.model} ({dtype}, {config.transformers_attn}{quant}) on {where}"
     yield Phase("loading", what)
     hub = model_source(config.model) == "hub"
     before = hub_download_bytes(config.model) if hub else 0
     start = time.perf_counter()
     future = DEVICE_THREAD.submit(models.get, config.model, device, dtype, config.transformers_attn,
-                                  config.trust_remote_code, config.quant)
+                                  config.trust_remote_code, config.quant, config.parallel)
     while True:
         try:
             return future.result(timeout=LOAD_POLL_S)
@@ -559,9 +566,32 @@ def _attach_draft(config: RunConfig, models: ModelCache, lm: LoadedModel) -> Ite
         raise ConfigError(f"draft_model={config.draft_model} cannot draft for {config.model}: {reason}")
 
 
+def _measure_ranks(config: RunConfig, record: RunRecord, stop: threading.Event) -> Iterator[Event]:
+    """A tensor-parallel run: every rank runs this engine on its shard, and rank 0's events come through
+    here; its record becomes this run's."""
+    for event in parallel.run_ranks(config, stop):
+        if isinstance(event, Result):
+            vars(record).update(vars(event.record))
+            return
+        yield event
+    if stop.is_set():
+        raise Stopped("stopped by the user; every rank was ended")
+    raise RuntimeError("tensor-parallel rank 0 ended without a result")
+
+
 def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
     device, dtype = capabilities.check(config)
     record.device_effective, record.dtype_effective = device, dtype
+    source = model_source(config.model)
+    text = models.config_for(config.model, config.trust_remote_code).get_text_config()
+    heads = (text.num_attention_heads, getattr(text, "num_key_value_heads", None) or text.num_attention_heads)
+    reason = parallel.unavailable(config.parallel, config.devices, device, capabilities.host().gpus,
+                                  source == "preset" and PRESETS[config.model].random_weights, heads)
+    if reason:
+        raise ConfigError(f"parallel={config.parallel} cannot run here: {reason}")
+    if config.parallel == "tp" and parallel.rank() is None:
+        yield from _measure_ranks(config, record, stop)
+        return
     record.max_batch_predicted = check_memory(config, models, device, dtype).max_batch
     lm, reused = yield from _load_with_progress(config, models, device, dtype)
     record.model_source, record.random_weights, record.num_params = lm.source, lm.random_weights, lm.num_params

@@ -135,8 +135,8 @@ class HostingPolicy:
 
     def check(self, config: RunConfig) -> None:
         """Raise ConfigError naming the rule or limit this request breaks; None when it may run here."""
-        for rule in (self._check_model, self._check_numbers, self._check_compile, self._check_prompt,
-                     self._check_gpu_share, self._check_cost):
+        for rule in (self._check_model, self._check_numbers, self._check_compile, self._check_parallel,
+                     self._check_prompt, self._check_gpu_share, self._check_cost):
             rule(config)
 
     def _check_model(self, config: RunConfig) -> None:
@@ -176,6 +176,13 @@ class HostingPolicy:
     def _check_compile(self, config: RunConfig) -> None:
         if self.zero_gpu and config.compile != "off":
             raise ConfigError(f"compile={config.compile}: {COMPILE_ON_ZERO_GPU}")
+
+    @staticmethod
+    def _check_parallel(config: RunConfig) -> None:
+        if config.parallel != "none":
+            raise ConfigError(f"parallel={config.parallel}: a hosted run gets one device, and splitting a model "
+                              "starts processes or spreads it over GPUs a visitor does not get; run the playground "
+                              "locally on a machine with several GPUs")
 
     def _check_gpu_share(self, config: RunConfig) -> None:
         """On ZeroGPU the free memory CUDA reports is the whole GPU's; a `large` task gets half of it."""

@@ -67,6 +67,7 @@ class PhaseKernels:
     top_kernels: list[tuple[str, float]] = field(default_factory=list)  # (GPU kernel, summed µs), largest first
     matmuls: list[str] = field(default_factory=list)  # matmul op and kernel names seen
     quant_families: list[str] = field(default_factory=list)  # quantized-matmul families among them
+    comm_us: float = 0.0  # summed time in collectives (tensor parallel): NCCL kernels, or gloo's ops on a CPU
 
 
 def matmul_families(names: list[str]) -> tuple[list[str], list[str]]:
@@ -125,6 +126,18 @@ def top_kernels(timed: list[tuple[str, float]], n: int | None = TOP_KERNELS) -> 
     return totals.most_common(n)
 
 
+# A collective's time: NCCL's kernels on a GPU; on a CPU the c10d op that wraps gloo's work (its inner
+# events would count the same time twice)
+NCCL_KERNEL = re.compile(r"^nccl", re.IGNORECASE)
+CPU_COLLECTIVE = re.compile(r"^c10d::")
+
+
+def collective_us(events: list[tuple[str, bool, float]]) -> float:
+    """Time in collectives from (name, on the GPU, µs) events: the GPU's NCCL kernels if any ran, else c10d ops."""
+    gpu = sum(us for name, on_gpu, us in events if on_gpu and NCCL_KERNEL.search(name))
+    return gpu or sum(us for name, on_gpu, us in events if not on_gpu and CPU_COLLECTIVE.search(name))
+
+
 def phases_from_profile(prof) -> dict[str, PhaseKernels]:
     """Split profiler events into phases by the `playground::<phase>` ranges the streamer opened."""
     events = list(prof.events())
@@ -134,17 +147,20 @@ def phases_from_profile(prof) -> dict[str, PhaseKernels]:
             ranges.setdefault(evt.name[len(PHASE_PREFIX):], []).append((evt.time_range.start, evt.time_range.end))
     phases: dict[str, PhaseKernels] = {}
     for phase, spans in ranges.items():
-        names, timed = [], []
+        names, timed, every = [], [], []
         for evt in events:
             start = evt.time_range.start
             if evt.name.startswith(PHASE_PREFIX) or not any(lo <= start <= hi for lo, hi in spans):
                 continue
             names.append(evt.name)
-            if evt.device_type.name in ("CUDA", "PrivateUse1"):
+            on_gpu = evt.device_type.name in ("CUDA", "PrivateUse1")
+            every.append((evt.name, on_gpu, evt.time_range.elapsed_us()))
+            if on_gpu:
                 timed.append((evt.name, evt.time_range.elapsed_us()))
         seen = classify(names)
         seen.matmuls, seen.quant_families = matmul_families(names)
         seen.kernel_us = sum(us for _, us in timed)
         seen.top_kernels = top_kernels(timed)
+        seen.comm_us = collective_us(every)
         phases[phase] = seen
     return phases

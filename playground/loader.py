@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from huggingface_hub.errors import StrictDataclassError
 
-from playground import quantization
+from playground import parallel, quantization
 from playground.metrics import MatmulShape
 from playground.presets import PRESETS, noise_tokenizer, preset_config
 from playground.speculative import draft_path
@@ -171,7 +171,8 @@ def _fetch_options(source: str) -> dict[str, Any]:
     return {"local_files_only": True} if source == "hub" and not hub_reachable() else {}
 
 
-def _from_pretrained(name: str, source: str, device: str, dtype: str, attn: str, trust_remote_code: bool):
+def _from_pretrained(name: str, source: str, device: str, dtype: str, attn: str, trust_remote_code: bool,
+                     split: str = "none"):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = str(Path(name).expanduser()) if source == "local" else name
@@ -182,7 +183,7 @@ def _from_pretrained(name: str, source: str, device: str, dtype: str, attn: str,
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **fetch)
         model = AutoModelForCausalLM.from_pretrained(
             path, dtype=TORCH_DTYPES[dtype], attn_implementation=attn, trust_remote_code=trust_remote_code,
-            device_map=device, **fetch,
+            **parallel.load_options(split, device), **fetch,
         )
     except LOAD_ERRORS as exc:
         raise LoadError(explain_load_error(name, source, exc)) from exc
@@ -240,20 +241,21 @@ def _quantize(model, quant: str) -> None:
     quantization.quantize(model, quant)
 
 
-def _load(name: str, source: str, device: str, dtype: str, attn: str, trust_remote_code: bool):
-    """(model in eval mode, tokenizer): a random preset built on the device, anything else from its files."""
+def _load(name: str, source: str, device: str, dtype: str, attn: str, trust_remote_code: bool, split: str = "none"):
+    """(model in eval mode, tokenizer): a random preset built on the device, anything else from its files
+    (placed on the device, or split as `split` says: playground.parallel)."""
     if source == "preset" and PRESETS[name].random_weights:
         model, tokenizer = _build_preset(name, device, dtype, attn)
     else:
         path = str(PRESETS[name].path) if source == "preset" else name
         model, tokenizer = _from_pretrained(path, "local" if source == "preset" else source, device, dtype, attn,
-                                            trust_remote_code)
+                                            trust_remote_code, split)
     return model.eval(), tokenizer
 
 
 def cache_key(name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False,
-              quant: str = "none") -> tuple:
-    return (name, device, dtype, attn, trust_remote_code, quant)
+              quant: str = "none", split: str = "none") -> tuple:
+    return (name, device, dtype, attn, trust_remote_code, quant, split)
 
 
 class ModelCache:
@@ -265,16 +267,17 @@ class ModelCache:
         self._lock = threading.Lock()
 
     def get(self, name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False,
-            quant: str = "none") -> tuple[LoadedModel, bool]:
-        """Return (model, reused); `quant` quantizes the loaded weights in place, presets and checkpoints alike."""
-        key = cache_key(name, device, dtype, attn, trust_remote_code, quant)
+            quant: str = "none", split: str = "none") -> tuple[LoadedModel, bool]:
+        """Return (model, reused); `quant` quantizes the loaded weights in place, presets and checkpoints alike;
+        `split` places a checkpoint across devices (playground.parallel)."""
+        key = cache_key(name, device, dtype, attn, trust_remote_code, quant, split)
         with self._lock:
             if self._loaded is not None and self._loaded.key == key:
                 return self._loaded, True
             self.clear()
             source = model_source(name)
             start = time.perf_counter()
-            model, tokenizer = _load(name, source, device, dtype, attn, trust_remote_code)
+            model, tokenizer = _load(name, source, device, dtype, attn, trust_remote_code, split)
             _quantize(model, quant)
             if device == "cuda":
                 torch.cuda.synchronize()

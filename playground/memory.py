@@ -76,19 +76,22 @@ def prefill_transient_bytes(model_config, prompt_tokens: int, dtype: str) -> int
     return (4 * intermediate + 3 * hidden) * prompt_tokens * DTYPE_BYTES[dtype]
 
 
-def free_bytes(device: str) -> int:
+def free_bytes(device: str, every_gpu: bool = False) -> int:
+    """Free memory on the device (on every visible GPU, for a model that accelerate spreads over them)."""
     if device == "cuda":
-        return torch.cuda.mem_get_info()[0]
+        gpus = range(torch.cuda.device_count()) if every_gpu else [torch.cuda.current_device()]
+        return sum(torch.cuda.mem_get_info(gpu)[0] for gpu in gpus)
     return psutil.virtual_memory().available
 
 
 def estimate(config: RunConfig, model_config, device: str, dtype: str, prompt_tokens: int,
              loaded_bytes: int, reuse: bool) -> Estimate:
     """Memory the run needs beyond what is held now; a loaded model being replaced counts as free."""
-    weights = 0 if reuse else parameter_count(model_config) * DTYPE_BYTES[dtype]
+    share = config.devices if config.parallel == "tp" else 1  # each rank holds its shard of both, on its device
+    weights = 0 if reuse else parameter_count(model_config) * DTYPE_BYTES[dtype] // share
     tokens = prompt_tokens + config.new_tokens
-    kv = kv_cache_bytes(model_config, tokens, config.batch_size, dtype) if config.use_cache else 0
-    available = free_bytes(device) + (0 if reuse else loaded_bytes)
+    kv = kv_cache_bytes(model_config, tokens, config.batch_size, dtype) // share if config.use_cache else 0
+    available = free_bytes(device, every_gpu=config.parallel == "device_map") + (0 if reuse else loaded_bytes)
     sequence = kv // config.batch_size + prefill_transient_bytes(model_config, prompt_tokens, dtype)
     return Estimate(weights, kv, available, sequence)
 

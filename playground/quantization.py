@@ -81,9 +81,17 @@ def is_quantized(tensor) -> bool:
     return hasattr(tensor, "__tensor_flatten__")
 
 
+def is_shard(tensor) -> bool:
+    """A tensor-parallel shard (torch's DTensor), which flattens too but is no quantized tensor."""
+    return type(tensor).__name__ == "DTensor"
+
+
 def tensor_bytes(tensor) -> int:
     """Bytes `tensor` really holds: a quantized one's inner tensors (int8 data, scales, zero points), not
-    its logical shape at its nominal dtype, which is what `numel() * element_size()` would count."""
+    its logical shape at its nominal dtype, which is what `numel() * element_size()` would count; for a
+    tensor-parallel shard, this process's part."""
+    if is_shard(tensor):
+        return tensor_bytes(tensor.to_local())
     if is_quantized(tensor):
         inner, _ = tensor.__tensor_flatten__()
         return sum(tensor_bytes(getattr(tensor, name)) for name in inner)
@@ -93,6 +101,7 @@ def tensor_bytes(tensor) -> int:
 def quantized_weights(model) -> str:
     """What the loaded weights carry, e.g. "Int8Tensor: 29 of 29 linear weights"; "" when none is quantized."""
     linear = [m.weight for m in model.modules() if type(m).__name__ == "Linear"]
+    linear = [w.to_local() if is_shard(w) else w for w in linear]
     kinds = sorted({type(w).__name__ for w in linear if is_quantized(w)})
     count = sum(is_quantized(w) for w in linear)
     return f"{', '.join(kinds)}: {count} of {len(linear)} linear weights" if count else ""

@@ -96,6 +96,7 @@ class RunRecord:
     kv_bytes_per_token_measured: float | None = None  # the cache held, per position computed (playground.metrics)
     max_batch_predicted: int | None = None  # sequences of prompt + new tokens that fit in memory (playground.memory)
     gpu_busy_pct: float | None = None
+    comm_ms_per_step: float | None = None  # tensor parallel: time in collectives per decode step (rank 0, profiled)
     bandwidth_gb_s: float | None = None
     roofline_tok_s: float | None = None
     bandwidth_roofline_pct: float | None = None
@@ -139,7 +140,9 @@ class RunRecord:
         comp = "" if self.compile == "off" else f" compile:{self.compile}"
         quant = "" if self.quant == "none" else f" {self.quant}"
         spec = "" if self.spec == "none" else f" spec:{self.spec}"
-        return f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype}{quant} {cache}{comp}{spec}"
+        split = {"none": "", "device_map": " device_map", "tp": f" tp×{self.config.get('devices')}"}.get(
+            self.config.get("parallel", "none"), "")
+        return f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype}{quant} {cache}{comp}{spec}{split}"
 
 
 _FIELDS = {f.name for f in dataclasses.fields(RunRecord)}

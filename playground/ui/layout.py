@@ -71,11 +71,12 @@ def comparison_controls() -> tuple[dict[str, gr.Button], gr.Markdown]:
 # How the per-side controls sit in a column: rows of settings, and each control's width. A setting not
 # placed here gets a full-width row of its own, so a new lever shows up without a layout change.
 COLUMN_ROWS = (("use_cache", "cache_impl"), ("attn",), ("dtype", "compile"), ("backend",), ("spec", "draft_tokens"),
-               ("batch_size", "length_spread_pct"))
+               ("batch_size", "length_spread_pct"), ("parallel", "devices"))
 PLACEMENT = {"use_cache": dict(min_width=90), "cache_impl": dict(min_width=120), "dtype": dict(scale=2, min_width=90),
              "compile": dict(scale=3, min_width=170), "spec": dict(scale=3, min_width=170),
              "draft_tokens": dict(min_width=90), "batch_size": dict(min_width=90),
-             "length_spread_pct": dict(min_width=120)}
+             "length_spread_pct": dict(min_width=120), "parallel": dict(scale=3, min_width=170),
+             "devices": dict(min_width=90)}
 
 
 def control(setting: Setting, value: Any, choices: list | None = None, **placement: Any) -> gr.components.Component:

@@ -243,7 +243,7 @@ def test_one_click_comparisons_cost_about_20_gpu_seconds_on_zero_gpu(real_spaces
 def test_the_pre_run_check_shows_the_estimated_gpu_seconds(blackwell, monkeypatch):
     from playground import memory
 
-    monkeypatch.setattr(memory, "free_bytes", lambda device: ZERO_GPU_SIZES["large"])
+    monkeypatch.setattr(memory, "free_bytes", lambda device, every_gpu=False: ZERO_GPU_SIZES["large"])
     policy = HostingPolicy.from_env({"SPACE_ID": "me/playground"}).replace(zero_gpu=True)
     ok, why = check_column(SharedSettings(model=DEFAULT_MODEL), ColumnSettings(), policy)
     assert ok and re.search(r"runs as sdpa · bf16 on cuda · ≈ \d+ GPU s \(load [\d.]+ s \+ 4 passes × [\d.]+ s "
