@@ -3,7 +3,7 @@
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | spec-fast | batch-8b | warm
-#          | cold-8b | warm-8b | batch-8b-warm | limit-8b
+#          | cold-8b | warm-8b | batch-8b-warm | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
 stage=$1 out=$2
@@ -122,5 +122,11 @@ limit-8b)  # the largest batch that runs, found by eager probes, against the pre
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --backend fast --compile off \
         --fast-attn flash_attention_2 --batch-sizes 64 --repeats 1 --search on --output "$out/limit_8b.json" \
         >"$out/limit_8b.txt" 2>&1 ;;
+tp-8b)  # tensor parallel on 2 GPUs against one, transformers with static cache + compile (target >= 1.3x)
+  python3 -m benchmarks.parallel --model llama-3.1-8b-shape --devices 2 --dtype bf16 --compile reduce-overhead \
+        --prompt-tokens 512 --new-tokens 256 --output "$out/tp_8b.json" 2>&1 | tee "$out/tp_8b.txt" ;;
+tp-70b)  # the 70B shape over 2 and 4 GPUs (its one-GPU row is refused by the memory pre-flight, with the numbers)
+  python3 -m benchmarks.parallel --model llama-3.1-70b-shape --devices 2,4 --dtype bf16 --prompt-tokens 512 \
+        --new-tokens 64 --repeats 1 --output "$out/tp_70b.json" 2>&1 | tee "$out/tp_70b.txt" ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

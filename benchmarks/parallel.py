@@ -7,10 +7,10 @@ saved weight reads compare with the collectives' cost: the table prints both, de
 collectives per step (rank 0's profiled pass), with greedy ids checked against the one-device run.
 
     python -m benchmarks.parallel                                   # CPU: the shipped model over 2 processes (gloo)
-    python -m benchmarks.parallel --model DIR --devices 2,4 --dtype bf16 --compile reduce-overhead   # GPUs (NCCL)
+    python -m benchmarks.parallel --model llama-3.1-8b-shape --devices 2 --dtype bf16 --compile reduce-overhead
+                                                                    # GPUs (NCCL); bash benchmarks/h200.sh tp-8b
 
-A checkpoint directory is needed (random-weight presets are built in memory on one device and are
-refused with the reason): on GPUs, save a preset or a real model with `save_pretrained` first.
+A random-weight preset is written once as a checkpoint for the ranks to load (playground.checkpoint).
 """
 
 from __future__ import annotations
@@ -34,11 +34,15 @@ def row(record: RunRecord, one: RunRecord) -> tuple[str, ...]:
     label = f"tp x{record.config.get('devices')}" if split == "tp" else split
     if record.status != "ok":
         return (label, f"{record.status}: {record.reason}")
-    diff = first_difference(one.output_ids, record.output_ids)
-    return (label, f"{record.decode_tok_s:.1f} ± {record.decode_tok_s_std or 0:.1f}",
-            f"{record.decode_tok_s / one.decode_tok_s:.2f}x",
+    if one.status != "ok":  # e.g. a model that does not fit on one device: nothing to compare with
+        ratio, same = "-", "-"
+    else:
+        diff = first_difference(one.output_ids, record.output_ids)
+        ratio = f"{record.decode_tok_s / one.decode_tok_s:.2f}x"
+        same = "identical" if diff is None else f"differ from token {diff}"
+    return (label, f"{record.decode_tok_s:.1f} ± {record.decode_tok_s_std or 0:.1f}", ratio,
             "-" if record.comm_ms_per_step is None else f"{record.comm_ms_per_step:.2f}", f"{record.weights_mb:,.1f}",
-            f"{record.peak_mem_mb:,.1f}", "identical" if diff is None else f"differ from token {diff}")
+            f"{record.peak_mem_mb:,.1f}", same)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         write_json(args.output, {"table": table, "records": [r.to_dict() for r in records], "env": env,
                                  "args": vars(args)})
     two = next((r for r in records[1:] if r.config.get("devices") == 2 and r.status == "ok"), None)
-    if two is not None and one.device_effective == "cuda":
+    if two is not None and one.status == "ok" and one.device_effective == "cuda":
         speedup = two.decode_tok_s / one.decode_tok_s
         print(f"\ntensor parallel on 2 GPUs: {speedup:.2f}x one GPU (target >= {TARGET}x on 2 H200s, Llama-3.1-8B "
               f"shape, static cache + compile): {'met' if speedup >= TARGET else 'missed'}")

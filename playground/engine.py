@@ -40,11 +40,12 @@ from playground import (attention, backends, capabilities, kernels, memory, para
 from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
 from playground.hardware import memory_bandwidth_gb_s, synchronize
-from playground.loader import (MODELS, LoadedModel, LoadError, ModelCache, cache_key, explain_load_error,
-                               hub_download_bytes, matmul_shape, max_context, model_source)
+from playground.loader import (MODELS, TORCH_DTYPES, LoadedModel, LoadError, ModelCache, cache_key,
+                               explain_load_error, hub_download_bytes, matmul_shape, max_context, model_source)
 from playground.backends import request
 from playground.metrics import (PassTiming, StepCounts, aggregate_tok_s, kv_bytes_per_token_measured, padding,
                                 prefill_flops, speculation, summarize)
+from playground.checkpoint import random_checkpoint
 from playground.presets import PRESETS
 from playground.record import RunRecord, environment
 
@@ -585,11 +586,13 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
     source = model_source(config.model)
     text = models.config_for(config.model, config.trust_remote_code).get_text_config()
     heads = (text.num_attention_heads, getattr(text, "num_key_value_heads", None) or text.num_attention_heads)
-    reason = parallel.unavailable(config.parallel, config.devices, device, capabilities.host().gpus,
-                                  source == "preset" and PRESETS[config.model].random_weights, heads)
+    reason = parallel.unavailable(config.parallel, config.devices, device, capabilities.host().gpus, heads)
     if reason:
         raise ConfigError(f"parallel={config.parallel} cannot run here: {reason}")
     if config.parallel == "tp" and parallel.rank() is None:
+        if source == "preset" and PRESETS[config.model].random_weights:  # written once here, not by every rank
+            yield Phase("loading", f"writing {config.model}'s random weights ({dtype}) as a checkpoint for the ranks")
+            DEVICE_THREAD.submit(random_checkpoint, config.model, TORCH_DTYPES[dtype]).result()
         yield from _measure_ranks(config, record, stop)
         return
     record.max_batch_predicted = check_memory(config, models, device, dtype).max_batch

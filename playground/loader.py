@@ -243,8 +243,14 @@ def _quantize(model, quant: str) -> None:
 
 def _load(name: str, source: str, device: str, dtype: str, attn: str, trust_remote_code: bool, split: str = "none"):
     """(model in eval mode, tokenizer): a random preset built on the device, anything else from its files
-    (placed on the device, or split as `split` says: playground.parallel)."""
-    if source == "preset" and PRESETS[name].random_weights:
+    (placed on the device, or split as `split` says: playground.parallel, which reads a random preset
+    from the checkpoint playground.checkpoint writes)."""
+    if source == "preset" and PRESETS[name].random_weights and split != "none":  # split loaders read files
+        from playground.checkpoint import random_checkpoint
+
+        model, tokenizer = _from_pretrained(str(random_checkpoint(name, TORCH_DTYPES[dtype])), "local", device, dtype,
+                                            attn, trust_remote_code, split)
+    elif source == "preset" and PRESETS[name].random_weights:
         model, tokenizer = _build_preset(name, device, dtype, attn)
     else:
         path = str(PRESETS[name].path) if source == "preset" else name

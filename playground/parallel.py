@@ -7,8 +7,8 @@
   on its own shard in lockstep. The playground starts the processes for the run and rank 0 streams
   its events back here (`run_ranks`), so the UI, CLI and records see one run.
 
-Both load a checkpoint (a preset's directory, a local path or a hub id): random-weight presets are
-built in memory on one device, where neither engine can place them.
+Both load a checkpoint through `from_pretrained`; a random-weight preset is first written as one
+(playground.checkpoint), since a model larger than one device cannot be built in memory.
 """
 
 from __future__ import annotations
@@ -52,17 +52,13 @@ def rank() -> int | None:
     return None if value is None else int(value)
 
 
-def unavailable(method: str, devices: int, device: str, gpus: int, random_weights: bool,
-                heads: tuple[int, int] = (0, 0)) -> str | None:
+def unavailable(method: str, devices: int, device: str, gpus: int, heads: tuple[int, int] = (0, 0)) -> str | None:
     """Why this host cannot split the model this way, or None. `heads`: the model's query and key/value heads."""
     if method == "none":
         return None
     if method == "tp" and any(count % devices for count in heads):
         return (f"tensor parallel gives each device whole attention heads, and this model's {heads[0]} query and "
                 f"{heads[1]} key/value heads do not split {devices} ways")
-    if random_weights:
-        return ("random-weight presets are built in memory on one device; save one with save_pretrained and "
-                "load its directory, or pick a checkpoint")
     if device == "cpu" and not REGISTRY[method].cpu:
         return "it places layers on GPUs, and this run is on the CPU"
     needed = devices if method == "tp" else 2

@@ -67,6 +67,14 @@ PRESETS: dict[str, Preset] = {
                  rope_parameters={**LLAMA3_ROPE, "factor": 8.0}, tie_word_embeddings=False),
         ),
         Preset(
+            "llama-3.1-70b-shape",
+            "Llama-3.1-70B shape (70.6 B params), random weights: several GPUs (parallel=tp), writes noise",
+            "llama",
+            dict(vocab_size=128256, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                 num_attention_heads=64, num_key_value_heads=8, head_dim=128, max_position_embeddings=131072,
+                 rope_parameters={**LLAMA3_ROPE, "factor": 8.0}, tie_word_embeddings=False),
+        ),
+        Preset(
             "qwen2.5-0.5b-shape",
             "Qwen2.5-0.5B shape (0.49 B params), random weights: GPU timing, writes noise",
             "qwen2",

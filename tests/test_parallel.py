@@ -52,7 +52,6 @@ def test_a_rank_that_fails_is_an_error_with_its_last_words(monkeypatch, tmp_path
 @pytest.mark.parametrize("changes, reason", [
     (dict(parallel="tp", devices=4), "6 query and 6 key/value heads do not split 4 ways"),
     (dict(parallel="device_map"), "places layers on GPUs"),
-    (dict(parallel="tp", model="tiny-random-llama"), "random-weight presets"),
 ])
 def test_what_this_host_cannot_split_is_refused_with_the_reason(changes, reason):
     record = run(BASE.replace(**changes))
@@ -65,8 +64,8 @@ def test_a_host_with_fewer_gpus_than_asked_refuses(monkeypatch):
     monkeypatch.setattr(capabilities, "host", lambda: one_gpu)
     record = run(BASE.replace(parallel="tp", devices=2, device="cuda"))
     assert record.status == "invalid" and "needs 2 GPUs and this host has 1" in record.reason
-    assert parallel.unavailable("device_map", 2, "cuda", 1, False) == "it needs 2 GPUs and this host has 1"
-    assert parallel.unavailable("tp", 4, "cuda", 4, False) is None
+    assert parallel.unavailable("device_map", 2, "cuda", 1) == "it needs 2 GPUs and this host has 1"
+    assert parallel.unavailable("tp", 4, "cuda", 4) is None
 
 
 @pytest.mark.parametrize("changes", [dict(backend="fast", cache_impl="static"), dict(spec="prompt_lookup"),
@@ -87,3 +86,17 @@ def test_the_benchmark_prints_one_device_and_tensor_parallel_with_the_same_ids(c
     main(["--prompt-tokens", "8", "--new-tokens", "4", "--repeats", "1"])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| none", "| tp x2"))]
     assert len(rows) == 2 and all(row.endswith("| identical |") for row in rows)
+
+
+def test_a_random_weight_preset_is_written_once_as_a_checkpoint_the_ranks_load(monkeypatch, tmp_path):
+    from playground.checkpoint import INDEX
+
+    monkeypatch.setenv("PLAYGROUND_CHECKPOINTS", str(tmp_path))
+    config = BASE.replace(model="tiny-random-llama", parallel="tp", devices=2)
+    record = run(config)
+    assert record.status == "ok", record.reason
+    written = tmp_path / "tiny-random-llama-float32"
+    assert (written / INDEX).is_file() and (written / "tokenizer.json").is_file()
+    stamp = (written / INDEX).stat().st_mtime_ns
+    again = run(config)
+    assert again.output_ids == record.output_ids and (written / INDEX).stat().st_mtime_ns == stamp  # reused
