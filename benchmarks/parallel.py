@@ -25,8 +25,8 @@ from playground.presets import DEFAULT_MODEL
 from playground.record import RunRecord, environment
 
 TARGET = 1.3  # tensor parallel on 2 H200s against one, Llama-3.1-8B shape, static cache + compile
-HEADER = ("split", "decode tok/s", "vs one device", "collectives ms / step", "weights MB per device", "peak MB",
-          "greedy ids")
+HEADER = ("split", "decode tok/s", "vs one device", "collectives ms / step", "weights MB per device",
+          "peak MB per device", "greedy ids")
 
 
 def row(record: RunRecord, one: RunRecord) -> tuple[str, ...]:
@@ -41,8 +41,13 @@ def row(record: RunRecord, one: RunRecord) -> tuple[str, ...]:
         ratio = f"{record.decode_tok_s / one.decode_tok_s:.2f}x"
         same = "identical" if diff is None else f"differ from token {diff}"
     return (label, f"{record.decode_tok_s:.1f} ± {record.decode_tok_s_std or 0:.1f}", ratio,
-            "-" if record.comm_ms_per_step is None else f"{record.comm_ms_per_step:.2f}", f"{record.weights_mb:,.1f}",
-            f"{record.peak_mem_mb:,.1f}", same)
+            "-" if record.comm_ms_per_step is None else f"{record.comm_ms_per_step:.2f}",
+            _per_rank(record.rank_weights_mb or [record.weights_mb]),
+            _per_rank(record.rank_peak_mem_mb or [record.peak_mem_mb]), same)
+
+
+def _per_rank(values: list[float | None]) -> str:
+    return " / ".join("?" if v is None else f"{v:,.1f}" for v in values)
 
 
 def main(argv: list[str] | None = None) -> None:

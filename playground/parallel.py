@@ -19,6 +19,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ RANK_ENV = "PLAYGROUND_RANK"  # set in a worker process of a tensor-parallel run
 EVENT_MARK = "@@playground-event "  # rank 0's event lines on stdout, apart from anything a library prints
 ROOT = Path(__file__).resolve().parents[1]
 MAX_DEVICES = 8
+RANK_END_S = 60.0  # how long the other ranks may take to report once rank 0 has
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,24 @@ def event_line(event) -> str:
     return EVENT_MARK + json.dumps([type(event).__name__, data])
 
 
+def _last_words(log) -> str:
+    log.seek(0)
+    return (log.read().strip().splitlines() or ["(no output)"])[-1]
+
+
+def _rank_record(worker: subprocess.Popen, timeout_s: float):
+    """The Result record a rank other than 0 prints as it ends, or None if it printed none in time."""
+    try:
+        out, _ = worker.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    lines = [line for line in out.splitlines() if line.startswith(EVENT_MARK)]
+    return _events_of(lines[-1]).record if lines else None
+
+
 def run_ranks(config, stop: threading.Event) -> Iterator:
-    """Start `config.devices` worker processes and yield rank 0's events as they come; the last is its Result.
+    """Start `config.devices` worker processes and yield rank 0's events as they come; the last is its Result,
+    with every rank's peak memory and weight bytes (`rank_peak_mem_mb`, `rank_weights_mb`).
 
     Stopping the run ends every rank. A rank that fails without rank 0's Result saying why raises with
     that rank's last words."""
@@ -107,10 +125,10 @@ def run_ranks(config, stop: threading.Event) -> Iterator:
     env_base = os.environ | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(config.devices),
                              "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     payload = json.dumps(config.to_dict())
+    logs = [tempfile.TemporaryFile("w+") for _ in range(config.devices)]  # a pipe left unread could fill and block
     workers = [subprocess.Popen([sys.executable, "-m", "playground.parallel", payload],
                                 env=env_base | {"RANK": str(r), "LOCAL_RANK": str(r), RANK_ENV: str(r)},
-                                stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)
+                                stdout=subprocess.PIPE, stderr=logs[r], text=True)
                for r in range(config.devices)]
     done = threading.Event()
 
@@ -125,21 +143,28 @@ def run_ranks(config, stop: threading.Event) -> Iterator:
     reported = None
     try:
         for line in workers[0].stdout:
-            if line.startswith(EVENT_MARK):
-                event = _events_of(line)
-                reported = getattr(event, "record", reported)
-                yield event
+            if not line.startswith(EVENT_MARK):
+                continue
+            event = _events_of(line)
+            if hasattr(event, "record"):
+                reported = event.record
+                ranks = [reported] + [_rank_record(w, RANK_END_S) for w in workers[1:]]
+                reported.rank_peak_mem_mb = [r.peak_mem_mb if r else None for r in ranks]
+                reported.rank_weights_mb = [r.weights_mb if r else None for r in ranks]
+            yield event
         failed = [(r, w) for r, w in enumerate(workers) if w.wait() != 0]
         if failed and not stop.is_set() and (reported is None or reported.status == "ok"):
             r, w = failed[0]
-            last = (w.stderr.read().strip().splitlines() or ["(no output)"])[-1]
-            raise RuntimeError(f"tensor-parallel rank {r} of {config.devices} ended with status {w.returncode}: {last}")
+            raise RuntimeError(f"tensor-parallel rank {r} of {config.devices} ended with status {w.returncode}: "
+                               f"{_last_words(logs[r])}")
     finally:
         done.set()
         for w in workers:
             if w.poll() is None:
                 w.kill()
             w.wait()
+        for log in logs:
+            log.close()
 
 
 def _worker(payload: str) -> int:
@@ -154,7 +179,7 @@ def _worker(payload: str) -> int:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # "cuda" in this process is its own GPU
     code = 0
     for event in generate(config):
-        if rank() == 0:
+        if rank() == 0 or isinstance(event, Result):  # the other ranks report only their record
             print(event_line(event), flush=True)
         if isinstance(event, Result) and event.record.status != "ok":
             print(f"rank {rank()}: {event.record.status}: {event.record.reason}", file=sys.stderr, flush=True)

@@ -97,6 +97,8 @@ class RunRecord:
     max_batch_predicted: int | None = None  # sequences of prompt + new tokens that fit in memory (playground.memory)
     gpu_busy_pct: float | None = None
     comm_ms_per_step: float | None = None  # tensor parallel: time in collectives per decode step (rank 0, profiled)
+    rank_peak_mem_mb: list[float | None] = field(default_factory=list)  # tensor parallel: each rank's peak memory
+    rank_weights_mb: list[float | None] = field(default_factory=list)  # and the weight bytes each rank holds
     bandwidth_gb_s: float | None = None
     roofline_tok_s: float | None = None
     bandwidth_roofline_pct: float | None = None
