@@ -12,6 +12,8 @@ mkdir -p "$out"
 # left by an earlier stage on the same machine (within a stage, later compiles may hit the cache).
 # With GPU_CACHE set, stages share the compile caches under it instead: cold-8b fills them with its
 # compiles side by side, and warm-8b and batch-8b-warm then measure one run at a time, starting warm.
+# Put GPU_CACHE outside the repository copy (e.g. /tmp/gpu-cache): a machine that re-syncs the copy
+# between calls removes what is not part of it.
 if [[ -n ${GPU_CACHE:-} ]]; then
   export TORCHINDUCTOR_CACHE_DIR=$GPU_CACHE/inductor TRITON_CACHE_DIR=$GPU_CACHE/triton \
          PLAYGROUND_COMPILE_CACHE=$GPU_CACHE/artifacts
