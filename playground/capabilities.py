@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from playground import quantization
+from playground import parallel, quantization
 from playground.attention import REGISTRY, Package
 from playground.config import ConfigError, RunConfig
 
@@ -128,4 +128,7 @@ def check(config: RunConfig, h: Host | None = None) -> tuple[str, str]:
     reason = quantization_unavailable(config.quant, device, dtype, h)
     if reason:
         raise ConfigError(f"quant={config.quant} cannot run here: {reason}")
+    reason = parallel.unavailable(config.parallel, config.devices, device, h.gpus)
+    if reason:
+        raise ConfigError(f"parallel={config.parallel} cannot run here: {reason}")
     return device, dtype

@@ -583,14 +583,13 @@ def _measure_ranks(config: RunConfig, record: RunRecord, stop: threading.Event) 
 def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
     device, dtype = capabilities.check(config)
     record.device_effective, record.dtype_effective = device, dtype
-    source = model_source(config.model)
-    text = models.config_for(config.model, config.trust_remote_code).get_text_config()
-    heads = (text.num_attention_heads, getattr(text, "num_key_value_heads", None) or text.num_attention_heads)
-    reason = parallel.unavailable(config.parallel, config.devices, device, capabilities.host().gpus, heads)
-    if reason:
-        raise ConfigError(f"parallel={config.parallel} cannot run here: {reason}")
     if config.parallel == "tp" and parallel.rank() is None:
-        if source == "preset" and PRESETS[config.model].random_weights:  # written once here, not by every rank
+        text = models.config_for(config.model, config.trust_remote_code).get_text_config()
+        heads = (text.num_attention_heads, getattr(text, "num_key_value_heads", None) or text.num_attention_heads)
+        reason = parallel.unsplittable(config.parallel, config.devices, heads)
+        if reason:
+            raise ConfigError(f"parallel={config.parallel} cannot run here: {reason}")
+        if model_source(config.model) == "preset" and PRESETS[config.model].random_weights:  # once, not per rank
             yield Phase("loading", f"writing {config.model}'s random weights ({dtype}) as a checkpoint for the ranks")
             DEVICE_THREAD.submit(random_checkpoint, config.model, TORCH_DTYPES[dtype]).result()
         yield from _measure_ranks(config, record, stop)

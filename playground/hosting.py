@@ -177,9 +177,8 @@ class HostingPolicy:
         if self.zero_gpu and config.compile != "off":
             raise ConfigError(f"compile={config.compile}: {COMPILE_ON_ZERO_GPU}")
 
-    @staticmethod
-    def _check_parallel(config: RunConfig) -> None:
-        if config.parallel != "none":
+    def _check_parallel(self, config: RunConfig) -> None:
+        if self.hosted and config.parallel != "none":
             raise ConfigError(f"parallel={config.parallel}: a hosted run gets one device, and splitting a model "
                               "starts processes or spreads it over GPUs a visitor does not get; run the playground "
                               "locally on a machine with several GPUs")

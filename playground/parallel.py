@@ -54,18 +54,23 @@ def rank() -> int | None:
     return None if value is None else int(value)
 
 
-def unavailable(method: str, devices: int, device: str, gpus: int, heads: tuple[int, int] = (0, 0)) -> str | None:
-    """Why this host cannot split the model this way, or None. `heads`: the model's query and key/value heads."""
+def unavailable(method: str, devices: int, device: str, gpus: int) -> str | None:
+    """Why this host cannot split a model this way, or None."""
     if method == "none":
         return None
-    if method == "tp" and any(count % devices for count in heads):
-        return (f"tensor parallel gives each device whole attention heads, and this model's {heads[0]} query and "
-                f"{heads[1]} key/value heads do not split {devices} ways")
     if device == "cpu" and not REGISTRY[method].cpu:
         return "it places layers on GPUs, and this run is on the CPU"
     needed = devices if method == "tp" else 2
     if device == "cuda" and gpus < needed:
         return f"it needs {needed} GPUs and this host has {gpus}"
+    return None
+
+
+def unsplittable(method: str, devices: int, heads: tuple[int, int]) -> str | None:
+    """Why this model's attention cannot be split `devices` ways (its query and key/value heads), or None."""
+    if method == "tp" and any(count % devices for count in heads):
+        return (f"tensor parallel gives each device whole attention heads, and this model's {heads[0]} query and "
+                f"{heads[1]} key/value heads do not split {devices} ways")
     return None
 
 

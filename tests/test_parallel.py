@@ -67,7 +67,7 @@ def test_a_host_with_fewer_gpus_than_asked_refuses(monkeypatch):
     record = run(BASE.replace(parallel="tp", devices=2, device="cuda"))
     assert record.status == "invalid" and "needs 2 GPUs and this host has 1" in record.reason
     assert parallel.unavailable("device_map", 2, "cuda", 1) == "it needs 2 GPUs and this host has 1"
-    assert parallel.unavailable("tp", 4, "cuda", 4) is None
+    assert parallel.unavailable("tp", 4, "cuda", 4) is None and parallel.unsplittable("tp", 4, (32, 8)) is None
 
 
 @pytest.mark.parametrize("changes", [dict(backend="fast", cache_impl="static"), dict(spec="prompt_lookup"),
@@ -77,9 +77,10 @@ def test_splitting_refuses_what_it_cannot_carry(changes):
         BASE.replace(parallel="tp", **changes)
 
 
-def test_a_hosted_app_refuses_splitting():
+def test_a_hosted_app_refuses_splitting_and_a_local_one_does_not():
     with pytest.raises(ConfigError, match="one device"):
         HostingPolicy.from_env({"PLAYGROUND_HOSTED": "1"}).check(BASE.replace(parallel="tp"))
+    HostingPolicy.from_env({}).check(BASE.replace(parallel="tp"))
 
 
 def test_the_benchmark_prints_one_device_and_tensor_parallel_with_the_same_ids(capsys):

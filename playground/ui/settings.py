@@ -151,7 +151,9 @@ def check_column(shared: SharedSettings, column: ColumnSettings,
     except ConfigError as exc:
         return False, str(exc)
     backend = "fast backend · " if column.backend == "fast" else ""
-    return True, (f"runs as {backend}{column.attn} · {dtype} on {device}{cost_note(config, policy)}"
+    split = {"none": "", "device_map": " (device_map over the GPUs)",
+             "tp": f" × {config.devices} (tensor parallel)"}[config.parallel]
+    return True, (f"runs as {backend}{column.attn} · {dtype} on {device}{split}{cost_note(config, policy)}"
                   f"{fit_note(config, max_batch)}")
 
 
@@ -305,4 +307,11 @@ def comparisons() -> dict[str, Comparison]:
                    "before each matmul, so expect it slower and flagged; the tokens show what rounding cost.",
                    _column(dtype="fp32"), _column(dtype="fp32", quant="int8"), dict(new_tokens=128)),
     )
-    return {c.name: c for c in (*items, *speculation.comparisons())}
+    split = () if zero_gpu_available() else (  # a ZeroGPU visitor gets one device
+        Comparison("Split: one device vs tensor parallel",
+                   "B shards every layer over 2 processes (transformers' tensor parallel: NCCL between 2 GPUs, gloo "
+                   "between CPU processes); each holds half the weights, and they exchange activations in every "
+                   "layer. At batch 1 the exchanges can cost more than the halved reads save: the record gives the "
+                   "time in collectives per step and each rank's memory. Needs 2 GPUs on a GPU host.",
+                   _column(), _column(parallel="tp", devices=2), dict(new_tokens=64)),)
+    return {c.name: c for c in (*items, *split, *speculation.comparisons())}
