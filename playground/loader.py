@@ -26,6 +26,7 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 
 from playground import parallel, quantization
+from playground.checkpoint import random_checkpoint
 from playground.metrics import MatmulShape
 from playground.presets import PRESETS, noise_tokenizer, preset_config
 from playground.speculative import draft_path
@@ -245,13 +246,12 @@ def _load(name: str, source: str, device: str, dtype: str, attn: str, trust_remo
     """(model in eval mode, tokenizer): a random preset built on the device, anything else from its files
     (placed on the device, or split as `split` says: playground.parallel, which reads a random preset
     from the checkpoint playground.checkpoint writes)."""
-    if source == "preset" and PRESETS[name].random_weights and split != "none":  # split loaders read files
-        from playground.checkpoint import random_checkpoint
-
-        model, tokenizer = _from_pretrained(str(random_checkpoint(name, TORCH_DTYPES[dtype])), "local", device, dtype,
-                                            attn, trust_remote_code, split)
-    elif source == "preset" and PRESETS[name].random_weights:
-        model, tokenizer = _build_preset(name, device, dtype, attn)
+    if source == "preset" and PRESETS[name].random_weights:
+        if split == "none":
+            model, tokenizer = _build_preset(name, device, dtype, attn)
+        else:  # split loaders read files
+            model, tokenizer = _from_pretrained(str(random_checkpoint(name, TORCH_DTYPES[dtype])), "local", device,
+                                                dtype, attn, trust_remote_code, split)
     else:
         path = str(PRESETS[name].path) if source == "preset" else name
         model, tokenizer = _from_pretrained(path, "local" if source == "preset" else source, device, dtype, attn,
