@@ -13,6 +13,7 @@ compute-bound, so launch overhead matters little there; the decode step is where
 from __future__ import annotations
 
 import os
+import types
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -68,6 +69,18 @@ def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:
     return options
 
 
+def own_code(fn: Callable) -> Callable:
+    """`fn` with a code object of its own, to compile for one state.
+
+    Dynamo keeps compiled graphs on the code object and refuses a ninth (its recompile limit), a hard
+    error under fullgraph=True. Every state (model, batch size, dtype, cache length) guards its own graph,
+    so a process that runs nine settings, or a comparison's two models and their drafts over a
+    session, would fail there; with its own code object each state's compile stands alone, and no
+    step checks the guards of the others.
+    """
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
 def _prefill_compile_mode(compile_mode: str) -> str | None:
     """The prefill's torch.compile mode: the decode step's without CUDA graphs (one graph per prompt length)."""
     return "max-autotune-no-cudagraphs" if compile_mode == "max-autotune" else None
@@ -88,8 +101,8 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
     if key not in state.compiled:
         mark_static(state)
         mark_fused_static(model)
-        step = torch.compile(decode_one_token, options=decode_compile_options(compile_mode, state.cos.dtype),
-                             fullgraph=True)
+        options = decode_compile_options(compile_mode, state.cos.dtype)
+        step = torch.compile(own_code(decode_one_token), options=options, fullgraph=True)
 
         def decode_step(model, state, sample):
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are no longer read
@@ -97,7 +110,8 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
 
         prefill_fn = prefill
         if compile_prefill:
-            prefill_fn = torch.compile(prefill, mode=_prefill_compile_mode(compile_mode), dynamic=True, fullgraph=True)
+            prefill_fn = torch.compile(own_code(prefill), mode=_prefill_compile_mode(compile_mode), dynamic=True,
+                                       fullgraph=True)
         state.compiled[key] = (prefill_fn, decode_step)
     return state.compiled[key]
 

@@ -28,7 +28,7 @@ import torch
 from playground.fast.forward import forward_chunk, prefill
 from playground.fast.fuse import fused_layers, mark_fused_static
 from playground.fast.generate import (FastOutput, _eos_ids, _reset, _stop_requested, compiled_steps,
-                                      decode_compile_options)
+                                      decode_compile_options, own_code)
 from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
 
 
@@ -48,7 +48,7 @@ def compiled_verify(model, state: StaticState, compile_mode: str, n: int) -> Cal
     if key not in state.compiled:
         mark_static(state)
         mark_fused_static(model)
-        chunk = torch.compile(forward_chunk, options=decode_compile_options(compile_mode, state.cos.dtype),
+        chunk = torch.compile(own_code(forward_chunk), options=decode_compile_options(compile_mode, state.cos.dtype),
                               fullgraph=True)
 
         def verify(m, s):

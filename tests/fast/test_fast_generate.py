@@ -13,7 +13,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from playground.fast import fast_generate, unsupported_reason
 from playground.fast.forward import decode_one_token, prefill
-from playground.fast.generate import Listener, decode_compile_options, decode_n_tokens
+from playground.fast.generate import Listener, compiled_steps, decode_compile_options, decode_n_tokens
 from playground.fast.state import mark_static, state_cache
 from playground.loader import MODELS
 
@@ -253,3 +253,22 @@ def test_decode_step_compiles_with_pdl_unless_the_user_turns_it_off(monkeypatch)
     for off in ("0", "false"):  # inductor's own reading: only "1" is on
         monkeypatch.setenv("TORCHINDUCTOR_ENABLE_PDL", off)
         assert decode_compile_options("reduce-overhead", torch.bfloat16)["triton.enable_pdl"] is False
+
+
+
+def test_each_state_compiles_on_its_own_past_dynamos_recompile_limit(llama, monkeypatch):
+    """Dynamo allows a code object a fixed number of graphs (8; 1 here), a hard error under fullgraph=True:
+    the state of another batch size, as a session of comparisons builds up, compiles anew instead."""
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    compile_ = torch.compile  # Dynamo's guards and limit are the subject, not inductor's code: trace to eager
+    monkeypatch.setattr(torch, "compile", lambda fn, fullgraph=False, dynamic=None, **_: compile_(
+        fn, backend="eager", fullgraph=fullgraph, dynamic=dynamic))
+    for batch in (1, 2):
+        ids = prompt(batch, 7, llama.config.vocab_size)
+        expected = fast_generate(llama, input_ids=ids, max_new_tokens=3, min_new_tokens=3).sequences
+        state = state_cache(llama).state
+        compiled_prefill, compiled_step = compiled_steps(llama, state, "default", compile_prefill=True)
+        with torch.inference_mode():
+            tokens = [compiled_prefill(llama, state, ids, False)[0]]
+            tokens += [compiled_step(llama, state, False)[0] for _ in range(2)]
+        assert torch.equal(torch.stack(tokens, dim=1), expected[:, 7:])
