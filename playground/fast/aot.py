@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -98,30 +99,54 @@ def compile_step(model, state: StaticState, sample: bool) -> Path:
     return path
 
 
-# Loading the package in a child process first: on an H200 (torch 2.11) the loader has crashed the whole
+# Loading the package in a child process first: on an H200 (torch 2.11.0+cu130) the loader crashed the whole
 # process with a segmentation fault, which no exception handler catches and which would end the app.
 LOAD_PROBE = "import sys, torch, playground.fast.ops; torch._inductor.aoti_load_package(sys.argv[1])"
 _probed: set[Path] = set()
 
 
-def check_loads(path: Path) -> None:
-    """Raise, naming the failure, when loading the package at `path` fails or crashes a child process."""
-    if path in _probed:
-        return
+def load_failure(path: Path) -> str | None:
+    """How loading the package at `path` in a child process failed, or None when it loaded."""
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     probe = subprocess.run([sys.executable, "-c", LOAD_PROBE, str(path)], capture_output=True, text=True, env=env)
-    if probe.returncode:
-        how = (f"killed by {signal.Signals(-probe.returncode).name}" if probe.returncode < 0
-               else f"exit status {probe.returncode}: {probe.stderr.strip().splitlines()[-1:]}")
-        raise RuntimeError(f"torch could not load the ahead-of-time decode step ({how} in a test process, torch "
-                           f"{torch.__version__}); run with compile=reduce-overhead or compile=off instead")
-    _probed.add(path)
+    if not probe.returncode:
+        return None
+    if probe.returncode < 0:
+        return f"killed by {signal.Signals(-probe.returncode).name}"
+    return f"exit status {probe.returncode}: {probe.stderr.strip().splitlines()[-1:]}"
+
+
+def one_layer_package(device: str, folder: Path) -> Path:
+    """A package of one linear layer for `device`: what any working AOTInductor install loads."""
+    layer = torch.nn.Linear(16, 16, device=device)
+    example = (torch.randn(2, 16, device=device),)
+    return Path(torch._inductor.aoti_compile_and_package(torch.export.export(layer, example),
+                                                         package_path=str(folder / "one-layer.pt2")))
+
+
+def check_loads(path: Path, device: str) -> None:
+    """Raise, naming the failure, when loading the package at `path` fails or crashes a child process.
+
+    On a failure a one-layer package for `device` is built and loaded the same way, so the error says
+    whether this torch install loads no ahead-of-time package at all or only not this step."""
+    if path in _probed:
+        return
+    failure = load_failure(path)
+    if failure is None:
+        _probed.add(path)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        baseline = load_failure(one_layer_package(device, Path(folder)))
+    where = (f"this torch install loads no ahead-of-time package: a one-layer test package fails too ({baseline})"
+             if baseline else "a one-layer test package loads, so the failure is this step's")
+    raise RuntimeError(f"torch could not load the ahead-of-time decode step ({failure} in a test process, torch "
+                       f"{torch.__version__}; {where}); run with compile=reduce-overhead or compile=off instead")
 
 
 def load_step(path: Path, model, sample: bool) -> Callable:
     """The package at `path`, its constants pointed at `model`'s own parameters and buffers (no copy)."""
     if torch.cuda.is_available() and model.device.type == "cuda":
-        check_loads(path)
+        check_loads(path, "cuda")
     runner = torch._inductor.aoti_load_package(str(path))
     step = _Step(model, sample)
     tensors = (dict(step.named_parameters(remove_duplicate=False))  # a tied head under both of its names

@@ -22,7 +22,7 @@ def test_an_aot_step_keeps_the_eager_tokens_and_a_new_process_loads_its_package(
     packages = list((tmp_path / "aot").glob("decode-*.pt2"))
     assert compiled.compile_cache.startswith("miss") and len(packages) == 1
     assert packages[0].stat().st_size < compiled.weights_mb * 1e6 / 4  # the weights stay out of the package
-    aot.check_loads(packages[0])  # a child process loads it (the guard CUDA loads go through)
+    aot.check_loads(packages[0], "cpu")  # a child process loads it (the guard CUDA loads go through)
     MODELS.clear()  # new weight objects and states, no step in memory: only the package on disk carries over
     again = run(BASE.replace(compile="aot"))
     assert again.compile_cache == "hit" and again.output_ids == eager.output_ids
@@ -37,8 +37,9 @@ def test_aot_is_refused_where_nothing_compiles_ahead(changes):
 def test_a_package_that_crashes_the_loader_is_an_error_naming_the_crash_not_a_dead_process(monkeypatch, tmp_path):
     package = tmp_path / "decode.pt2"
     package.write_bytes(b"not a package")
-    with pytest.raises(RuntimeError, match="exit status 1"):
-        aot.check_loads(package)
+    with pytest.raises(RuntimeError, match="exit status 1.*a one-layer test package loads, so the failure is this"):
+        aot.check_loads(package, "cpu")
     monkeypatch.setattr(aot, "LOAD_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
-    with pytest.raises(RuntimeError, match="killed by SIGSEGV.*compile=reduce-overhead"):
-        aot.check_loads(package)
+    crash = "killed by SIGSEGV.*loads no ahead-of-time package.*compile=reduce-overhead"
+    with pytest.raises(RuntimeError, match=crash):
+        aot.check_loads(package, "cpu")
