@@ -3,7 +3,7 @@
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | spec-fast | batch-8b | warm
-#          | cold-8b | warm-8b | batch-8b-warm | limit-8b | tp-8b | tp-70b (these two on several GPUs)
+#          | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
 stage=$1 out=$2
@@ -120,7 +120,11 @@ batch-8b-warm)  # after cold-8b: the batch sweep at 8 and 64 (transformers' comp
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
         --fast-attn flash_attention_2 --batch-sizes 8,64 --search off --output "$out/batching_8b.json" \
         --chart "$out/batching_8b.html" >"$out/batching_8b.txt" 2>&1 ;;
-limit-8b)  # the largest batch that runs, found by eager probes, against the pre-flight's prediction
+batch-8b-anchor)  # transformers' compiled static cache at 8 and 64 alone: after the fast rows, a call's limit cut it off
+  python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead --backend transformers \
+        --batch-sizes 8,64 --search off --output "$out/batching_8b_transformers.json" \
+        >"$out/batching_8b_transformers.txt" 2>&1 ;;
+limit-8b)  # the largest batch that runs, found by eager probes, against the pre-flight's prediction (over 130 s)
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --backend fast --compile off \
         --fast-attn flash_attention_2 --batch-sizes 64 --repeats 1 --search on --output "$out/limit_8b.json" \
         >"$out/limit_8b.txt" 2>&1 ;;
