@@ -13,6 +13,7 @@ package, without a CUDA graph around it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -124,6 +125,13 @@ def one_layer_package(device: str, folder: Path) -> Path:
                                                          package_path=str(folder / "one-layer.pt2")))
 
 
+@functools.cache
+def toolchain_failure(device: str) -> str | None:
+    """How loading a one-layer package for `device` fails in a child process, or None; once per process."""
+    with tempfile.TemporaryDirectory() as folder:
+        return load_failure(one_layer_package(device, Path(folder)))
+
+
 def check_loads(path: Path, device: str) -> None:
     """Raise, naming the failure, when loading the package at `path` fails or crashes a child process.
 
@@ -135,8 +143,7 @@ def check_loads(path: Path, device: str) -> None:
     if failure is None:
         _probed.add(path)
         return
-    with tempfile.TemporaryDirectory() as folder:
-        baseline = load_failure(one_layer_package(device, Path(folder)))
+    baseline = toolchain_failure(device)
     where = (f"this torch install loads no ahead-of-time package: a one-layer test package fails too ({baseline})"
              if baseline else "a one-layer test package loads, so the failure is this step's")
     raise RuntimeError(f"torch could not load the ahead-of-time decode step ({failure} in a test process, torch "

@@ -34,12 +34,15 @@ def test_aot_is_refused_where_nothing_compiles_ahead(changes):
         RunConfig(prompt="x", cache_impl="static", compile="aot", **changes)
 
 
-def test_a_package_that_crashes_the_loader_is_an_error_naming_the_crash_not_a_dead_process(monkeypatch, tmp_path):
+def test_a_package_that_crashes_the_loader_is_an_error_naming_the_crash_not_a_dead_process(monkeypatch, tmp_path,
+                                                                                          request):
+    request.addfinalizer(aot.toolchain_failure.cache_clear)  # the crashing probe's verdict stays in this test
     package = tmp_path / "decode.pt2"
     package.write_bytes(b"not a package")
     with pytest.raises(RuntimeError, match="exit status 1.*a one-layer test package loads, so the failure is this"):
         aot.check_loads(package, "cpu")
     monkeypatch.setattr(aot, "LOAD_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    aot.toolchain_failure.cache_clear()  # the one-layer package's verdict is kept per process
     crash = "killed by SIGSEGV.*loads no ahead-of-time package.*compile=reduce-overhead"
     with pytest.raises(RuntimeError, match=crash):
         aot.check_loads(package, "cpu")
