@@ -59,7 +59,8 @@ def _logits(config: RunConfig, record: RunRecord):
 def _kernels(record: RunRecord) -> str:
     """The decode step's matmuls, "(deq)" when none is a quantized kernel of the requested kind."""
     names = record.matmul_kernels.get("decode", [])
-    seen = kernels.PhaseKernels(matmuls=names, quant_families=kernels.matmul_families(names)[1])
+    seen = kernels.PhaseKernels(matmuls=names,
+                                quant_families=kernels.matmul_families(names, kernels.compiled_kernel_reads())[1])
     return f"{', '.join(names) or '-'}{' (deq)' if kernels.quant_fallback(record.quant, {'decode': seen}) else ''}"
 
 

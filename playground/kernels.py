@@ -9,9 +9,11 @@ shown to the user.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from playground import quantization
 from playground.attention import REGISTRY
@@ -33,14 +35,21 @@ FAMILY_PATTERNS = _compiled((
 # Quantized-matmul families, for `playground.quantization` entries: names of torch's int8/int4 pack ops and
 # kernels (tinygemm), torchao's mslk int4 kernels and `torch._scaled_mm` (fp8). Seen on the H200 (torch 2.11):
 # an int8 prefill as `aten::_weight_int8pack_mm`. A compiled step's matmuls are inductor's Triton reductions,
-# named after their aten ops and not their dtypes (`triton_red_fused__to_copy_mm_...` for bf16 and int8 alike),
-# so no name proves them quantized and such a step is flagged. On CPU torchao 0.18 runs int8 and fp8
-# weight-only as `aten::_to_copy` (dequantize) then `aten::mm`: no family here, so a fallback.
+# named after their aten ops and not their dtypes (`triton_red_fused__to_copy_mm_...` for bf16 and int8 alike):
+# those are proven by what they read (QUANT_POINTERS). On CPU torchao 0.18 runs int8 and fp8 weight-only as
+# `aten::_to_copy` (dequantize) then `aten::mm`: no family here, so a fallback.
 QUANT_PATTERNS = _compiled((
     ("int4-mm", r"mslk|_weight_int4pack_mm|tinygemm|int4.*(gemm|gemv|mm)"),
     ("int8-mm", r"_weight_int8pack_mm|int8.*(gemm|gemv|mm)|_int_mm"),
     ("fp8-mm", r"_scaled_mm|e4m3.*gemm|gemm.*e4m3|f8f8"),
 ))
+# What an inductor Triton kernel reads is in the source inductor writes for it: `triton_meta={'signature':
+# {'in_ptr0': '*bf16', 'in_ptr1': '*i8', ...}}` before its `def`. A fused matmul kernel that reads an int8 or
+# fp8 buffer is the quantized matmul (the weight's bytes are read as they are stored); a dequantize kernel
+# that writes float weights for a float matmul reads them too, but is no matmul, so it proves nothing.
+QUANT_POINTERS = {"*i8": "int8-mm", "*fp8e4nv": "fp8-mm"}
+TRITON_SOURCE = re.compile(r"'signature': \{(?P<signature>[^}]*)\}|\ndef (?P<kernel>triton_\w+)\(")
+READ_POINTER = re.compile(r"'in_(?:out_)?ptr\d+': '(\*\w+)'")
 # Every matmul op or kernel, recorded so a new kernel can be named after a run; the quantized ones above included.
 MATMUL = re.compile(r"^aten::(mm|addmm|bmm|matmul|linear)$|gemm|gemv|cutlass|cublas|mslk|_pack_mm|_int_mm|_scaled_mm"
                     r"|int8|int4|fp8|e4m3|^triton_\w*_fused\w*_mm_")
@@ -70,11 +79,46 @@ class PhaseKernels:
     comm_us: float = 0.0  # summed time in collectives (tensor parallel): NCCL kernels, or gloo's ops on a CPU
 
 
-def matmul_families(names: list[str]) -> tuple[list[str], list[str]]:
-    """(matmul names seen, quantized-matmul families among them), each sorted and unique."""
+def matmul_families(names: list[str], reads: dict[str, set[str]] | None = None) -> tuple[list[str], list[str]]:
+    """(matmul names seen, quantized-matmul families among them), each sorted and unique.
+
+    `reads` maps compiled kernels to the pointer types they read (`compiled_kernel_reads`)."""
     matmuls = sorted({n for n in names if MATMUL.search(n) and not family_of(n)})  # flash-attn's are cutlass too
-    families = sorted({family for n in matmuls for family, pattern in QUANT_PATTERNS if pattern.search(n)})
-    return matmuls, families
+    families = {family for n in matmuls for family, pattern in QUANT_PATTERNS if pattern.search(n)}
+    families |= {QUANT_POINTERS[p] for n in matmuls for p in (reads or {}).get(n, ()) if p in QUANT_POINTERS}
+    return matmuls, sorted(families)
+
+
+def triton_reads(source: str) -> dict[str, set[str]]:
+    """Each inductor Triton kernel defined in `source` (output code or a kernel file): the pointer types it reads."""
+    reads: dict[str, set[str]] = {}
+    signature = ""
+    for match in TRITON_SOURCE.finditer(source):
+        if match["signature"] is not None:
+            signature = match["signature"]
+        else:
+            reads.setdefault(match["kernel"], set()).update(READ_POINTER.findall(signature))
+    return reads
+
+
+@functools.cache
+def _file_reads(path: str) -> dict[str, set[str]]:
+    return triton_reads(Path(path).read_text(errors="replace"))  # generated files are never rewritten
+
+
+def compiled_kernel_reads() -> dict[str, set[str]]:
+    """`triton_reads` over the code inductor has loaded in this process.
+
+    Kernel names repeat across compiled graphs (each numbers its own), so a name gets the union of what
+    every kernel of that name reads; a process that compiled an int8 and a bf16 step reads int8 under
+    the shared names, which only an int8 run's proof asks about."""
+    from torch._inductor.codecache import PyCodeCache
+
+    reads: dict[str, set[str]] = {}
+    for path in {getattr(module, "__file__", None) for module in PyCodeCache.modules} - {None}:
+        for kernel, pointers in _file_reads(path).items():
+            reads.setdefault(kernel, set()).update(pointers)
+    return reads
 
 
 def classify(names: list[str]) -> PhaseKernels:
@@ -158,7 +202,8 @@ def phases_from_profile(prof) -> dict[str, PhaseKernels]:
             if on_gpu:
                 timed.append((evt.name, evt.time_range.elapsed_us()))
         seen = classify(names)
-        seen.matmuls, seen.quant_families = matmul_families(names)
+        reads = compiled_kernel_reads() if any(n.startswith("triton_") for n in names) else {}
+        seen.matmuls, seen.quant_families = matmul_families(names, reads)
         seen.kernel_us = sum(us for _, us in timed)
         seen.top_kernels = top_kernels(timed)
         seen.comm_us = collective_us(every)

@@ -2,6 +2,7 @@
 
 import dataclasses
 import re
+import types
 
 import pytest
 import torch
@@ -134,11 +135,52 @@ def test_int8_keeps_the_shipped_models_perplexity_and_logits():
     assert 0 < error.relative < 0.05
 
 
-def test_a_compiled_steps_triton_matmul_is_listed_but_proves_no_quantization():
+def test_a_compiled_steps_triton_matmul_is_listed_but_its_name_proves_no_quantization():
     """Seen on the H200: inductor names an int8 projection's kernel as it names the bf16 one."""
     name = "triton_red_fused__to_copy_add_mean_mm_mul_pow_rsqrt_t_view_8"
     assert matmul_families([name, "triton_poi_fused_add_0"]) == ([name], [])
     assert quant_fallback("int8", {"decode": PhaseKernels(matmuls=[name])})
+
+
+def _triton_kernel(name: str, signature: str) -> str:
+    """A kernel as inductor writes it into its output code (torch 2.11), cut to the parts that matter here."""
+    return (f"{name} = async_compile.triton('{name}', '''\nimport triton\n\n@triton_heuristics.reduction(\n"
+            f"    size_hints={{'x': 4096, 'r0_': 4096}},\n    filename=__file__,\n"
+            f"    triton_meta={{'signature': {{{signature}, 'xnumel': 'i32', 'r0_numel': 'i32', "
+            f"'XBLOCK': 'constexpr'}}, "
+            f"'device': DeviceProperties(type='cuda', index=0, cc=90), 'constants': {{}}}},\n"
+            f"    inductor_meta={{'kernel_name': '{name}'}}\n)\n@triton.jit\n"
+            f"def {name}(in_ptr0, in_ptr1, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr):\n"
+            f"    tmp0 = tl.load(in_ptr0 + (r0_1), None)\n''', device_str='cuda')\n")
+
+
+INT8_MM = "triton_red_fused__to_copy_mm_mul_t_view_3"
+DEQUANTIZE = "triton_poi_fused__to_copy_mul_1"
+BF16_MM = "triton_red_fused_mm_t_view_2"
+OUTPUT_CODE = (_triton_kernel(DEQUANTIZE, "'in_ptr0': '*i8', 'in_ptr1': '*bf16', 'out_ptr0': '*bf16'")
+               + _triton_kernel(BF16_MM, "'in_ptr0': '*bf16', 'in_ptr1': '*bf16', 'out_ptr0': '*bf16'")
+               + _triton_kernel(INT8_MM, "'in_ptr0': '*bf16', 'in_ptr1': '*i8', 'out_ptr0': '*bf16'"))
+
+
+def test_a_compiled_matmul_that_reads_int8_weights_is_the_quantized_kernel():
+    reads = kernels.triton_reads(OUTPUT_CODE)
+    assert reads == {DEQUANTIZE: {"*i8", "*bf16"}, BF16_MM: {"*bf16"}, INT8_MM: {"*bf16", "*i8"}}
+    assert matmul_families([INT8_MM, "triton_poi_fused_add_0"], reads) == ([INT8_MM], ["int8-mm"])
+    # a dequantize kernel feeding a float matmul reads the int8 weights too, but proves nothing
+    matmuls, families = matmul_families([DEQUANTIZE, BF16_MM], reads)
+    assert (matmuls, families) == ([BF16_MM], [])
+    assert quant_fallback("int8", {"decode": PhaseKernels(matmuls=matmuls, quant_families=families)})
+
+
+def test_the_proof_reads_the_code_inductor_loaded_in_this_process(monkeypatch, tmp_path):
+    from torch._inductor.codecache import PyCodeCache
+
+    code = tmp_path / "output_code.py"
+    code.write_text(OUTPUT_CODE)
+    module = types.ModuleType("output_code")
+    module.__file__ = str(code)
+    monkeypatch.setattr(PyCodeCache, "modules", [module, types.ModuleType("no_file")])
+    assert kernels.compiled_kernel_reads()[INT8_MM] == {"*bf16", "*i8"}
 
 
 def test_a_head_tied_to_the_embeddings_is_left_as_it_is():
