@@ -59,16 +59,19 @@ def compiled_verify(model, state: StaticState, compile_mode: str, n: int) -> Cal
     return state.compiled[key][0]
 
 
-def _accept_greedy(drafts: torch.Tensor, logits: torch.Tensor) -> tuple[int, int]:
-    """(accepted drafts, the target's token after them) for drafts (k,) and target logits (k + 1, vocab)."""
+def _accept_greedy(drafts: torch.Tensor, logits: torch.Tensor) -> tuple[list[int], int]:
+    """(accepted drafts, the target's token after them) for drafts (k,) and target logits (k + 1, vocab).
+
+    One copy to the host for all three: each device-to-host read waits for the GPU, which then idles
+    while the host launches the next step, and at batch 1 a round is only a few short steps."""
     target = logits.argmax(dim=-1)
-    matches = (drafts == target[:-1]).int().cumprod(dim=0)
-    n = int(matches.sum())
-    return n, int(target[n])
+    n = (drafts == target[:-1]).int().cumprod(dim=0).sum()
+    n, token, *proposed = torch.cat([n[None], target.gather(0, n[None]), drafts]).tolist()
+    return proposed[:n], token
 
 
 def _accept_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor, logits: torch.Tensor,
-                    temperature: float) -> tuple[int, int]:
+                    temperature: float) -> tuple[list[int], int]:
     """Rejection sampling (Leviathan et al. 2023): the kept tokens follow the target's distribution exactly."""
     probs = torch.softmax(logits / temperature, dim=-1)  # (k + 1, vocab)
     k = drafts.shape[0]
@@ -77,9 +80,9 @@ def _accept_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor, logits: tor
     accept = torch.rand_like(p) * q <= p  # u < p/q without dividing by a zero q
     n = int(accept.int().cumprod(dim=0).sum())
     if n == k:
-        return n, int(torch.multinomial(probs[k], 1))
+        return drafts.tolist(), int(torch.multinomial(probs[k], 1))
     residual = (probs[n] - draft_probs[n]).clamp_min(0)
-    return n, int(torch.multinomial(residual / residual.sum(), 1))
+    return drafts[:n].tolist(), int(torch.multinomial(residual / residual.sum(), 1))
 
 
 def _masked(logits: torch.Tensor, state: StaticState) -> torch.Tensor:
@@ -126,6 +129,7 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
         prefill(draft, small, ids, do_sample)
         small.tokens[:, prompt_len] = first  # the draft continues from the target's token, not its own
         tokens = [int(first[0])]
+        pos = prompt_len  # where the last kept token sits: the host's copy of `target.pos`, never read back
         out.drafted.append(0)
         out.accepted.append(0)
         if not _emit(tokens, streamer, criteria, eos, target, prompt_len + 1):
@@ -141,17 +145,17 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
                         draft_probs.append(torch.softmax(masked / temp, dim=-1))
                 out.draft_spans.append((start, _sync_time(target)))
                 out.draft_calls += k
-                pos = int(target.pos)
                 drafts = small.tokens[0, pos + 1: pos + k + 1].clone()
                 target.tokens[0, pos + 1: pos + k + 1] = drafts
                 logits = _masked(verify(model, target)[0], target)
-                n, token = (_accept_sampled(drafts, torch.stack(draft_probs), logits, temp) if do_sample
-                            else _accept_greedy(drafts, logits))
-                new = drafts[:n].tolist() + [token]
+                kept, token = (_accept_sampled(drafts, torch.stack(draft_probs), logits, temp) if do_sample
+                               else _accept_greedy(drafts, logits))
+                n, new = len(kept), kept + [token]
                 start = _sync_time(target)
                 if _advance(draft, small, draft_step, target, pos, n, k, token, do_sample):
                     out.draft_spans.append((start, _sync_time(target)))
                     out.draft_calls += 1
+                pos += n + 1
                 out.drafted.append(k)
                 out.accepted.append(n)
                 new = new[: max_new_tokens - len(tokens)]
