@@ -216,11 +216,11 @@ class _SpeculationProbe:
         """The pass's counts, from the hooks or from what the backend measured itself (`drafting`); draft
         time is what falls in decode, from the first token to the last."""
         first, last = recorder.times[0], recorder.times[-1]
-        drafted, spans = (self.drafted, self.draft_spans) if drafting is None else (drafting.drafted,
-                                                                                   drafting.draft_spans)
-        decoding = [end - start for start, end in spans if start >= first and end <= last]
-        calls = len(decoding) if drafting is None else drafting.draft_calls
-        return StepCounts(tuple(drafted), tuple(recorder.emitted), sum(decoding), calls, last - first)
+        if drafting is not None:
+            return StepCounts(drafting.drafted, tuple(recorder.emitted), drafting.draft_s, drafting.draft_calls,
+                              last - first)
+        decoding = [end - start for start, end in self.draft_spans if start >= first and end <= last]
+        return StepCounts(tuple(self.drafted), tuple(recorder.emitted), sum(decoding), len(decoding), last - first)
 
 
 class IncrementalDecoder:

@@ -58,7 +58,7 @@ class Backend(Protocol):
 @dataclass(frozen=True)
 class Drafting:
     drafted: tuple[int, ...]  # drafts each target step verified (0 for the prefill)
-    draft_spans: tuple[tuple[float, float], ...]  # (start, end) perf_counter times of the draft's work, synced
+    draft_s: float  # time in the draft's work during decode
     draft_calls: int  # draft forward passes
 
 

@@ -33,7 +33,7 @@ def generate(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_to
 def speculation(output: FastOutput) -> Drafting | None:
     if not isinstance(output, SpeculativeOutput):
         return None
-    return Drafting(tuple(output.drafted), tuple(output.draft_spans), output.draft_calls)
+    return Drafting(tuple(output.drafted), output.draft_s, output.draft_calls)
 
 
 def kv_cache_bytes(output: FastOutput) -> int:

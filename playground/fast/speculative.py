@@ -36,7 +36,7 @@ from playground.fast.state import StaticState, cache_len_for, mark_static, state
 class SpeculativeOutput(FastOutput):
     drafted: list[int] = field(default_factory=list)  # drafts each target step verified (0 for the prefill)
     accepted: list[int] = field(default_factory=list)  # drafts each target step accepted
-    draft_spans: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of each round's drafting
+    draft_s: float = 0.0  # time in the draft's decode steps
     draft_calls: int = 0  # the draft's decode steps
 
 
@@ -133,8 +133,9 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
         out.drafted.append(0)
         out.accepted.append(0)
         if not _emit(tokens, streamer, criteria, eos, target, prompt_len + 1):
+            clock = _DraftClock(target.tokens.device)
             while len(tokens) < max_new_tokens:
-                start = _sync_time(target)
+                clock.start()
                 small.finished.zero_()  # a drafted EOS would pad the draft's later proposals for good
                 draft_probs = []
                 for _ in range(k):
@@ -143,7 +144,7 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
                         masked = logits[0].masked_fill(small.eos_mask & (small.pos - 1 < small.eos_until),
                                                        float("-inf"))
                         draft_probs.append(torch.softmax(masked / temp, dim=-1))
-                out.draft_spans.append((start, _sync_time(target)))
+                clock.stop()
                 out.draft_calls += k
                 drafts = small.tokens[0, pos + 1: pos + k + 1].clone()
                 target.tokens[0, pos + 1: pos + k + 1] = drafts
@@ -151,9 +152,7 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
                 kept, token = (_accept_sampled(drafts, torch.stack(draft_probs), logits, temp) if do_sample
                                else _accept_greedy(drafts, logits))
                 n, new = len(kept), kept + [token]
-                start = _sync_time(target)
-                if _advance(draft, small, draft_step, target, pos, n, k, token, do_sample):
-                    out.draft_spans.append((start, _sync_time(target)))
+                if _advance(draft, small, draft_step, target, pos, n, k, token, do_sample, clock):
                     out.draft_calls += 1
                 pos += n + 1
                 out.drafted.append(k)
@@ -162,6 +161,7 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
                 tokens += new
                 if _emit(new, streamer, criteria, eos, target, prompt_len + len(tokens)):
                     break
+            out.draft_s = clock.seconds()
         tokens = _until_eos(tokens, eos)
         if streamer is not None:
             streamer.end()
@@ -171,7 +171,7 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
 
 
 def _advance(draft, small: StaticState, draft_step: Callable, target: StaticState, pos: int, n: int, k: int,
-             token: int, sample: bool) -> bool:
+             token: int, sample: bool, clock: _DraftClock) -> bool:
     """Move both positions past the n accepted drafts and put the target's token after them in both buffers.
 
     The draft has cached positions up to pos + k - 1; when every draft was accepted it has not yet seen
@@ -179,7 +179,9 @@ def _advance(draft, small: StaticState, draft_step: Callable, target: StaticStat
     """
     if n == k:
         small.pos.fill_(pos + k)
+        clock.start()
         draft_step(draft, small, sample)
+        clock.stop()
     small.pos.fill_(pos + n + 1)
     small.tokens[0, pos + n + 1] = token
     target.pos.fill_(pos + n + 1)
@@ -206,7 +208,31 @@ def _until_eos(tokens: list[int], eos: list[int]) -> list[int]:
     return tokens
 
 
-def _sync_time(state: StaticState) -> float:
-    if state.tokens.is_cuda:
-        torch.cuda.synchronize(state.tokens.device)
-    return time.perf_counter()
+class _DraftClock:
+    """Time in the draft's work, summed over rounds: CUDA events on a GPU, read once at the end, so that
+    timing adds no wait to the loop it times (a synchronize per round would idle the GPU while the host
+    launches the next step); the host's clock on a CPU, where every op has finished when it returns."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.spans: list[tuple] = []
+        self._start = None
+
+    def _now(self):
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def stop(self) -> None:
+        self.spans.append((self._start, self._now()))
+
+    def seconds(self) -> float:
+        if not self.cuda:
+            return sum(end - start for start, end in self.spans)
+        torch.cuda.synchronize()
+        return sum(start.elapsed_time(end) for start, end in self.spans) / 1e3
