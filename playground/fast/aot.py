@@ -127,9 +127,14 @@ def one_layer_package(device: str, folder: Path) -> Path:
 
 @functools.cache
 def toolchain_failure(device: str) -> str | None:
-    """How loading a one-layer package for `device` fails in a child process, or None; once per process."""
+    """How building or loading (in a child process) a one-layer package for `device` fails, or None; once per
+    process."""
     with tempfile.TemporaryDirectory() as folder:
-        return load_failure(one_layer_package(device, Path(folder)))
+        try:
+            package = one_layer_package(device, Path(folder))
+        except Exception as exc:  # no compiler, no headers: this install builds no package at all
+            return f"it does not build: {type(exc).__name__}: {str(exc).strip().splitlines()[:1]}"
+        return load_failure(package)
 
 
 def check_loads(path: Path, device: str) -> None:
@@ -144,7 +149,7 @@ def check_loads(path: Path, device: str) -> None:
         _probed.add(path)
         return
     baseline = toolchain_failure(device)
-    where = (f"this torch install loads no ahead-of-time package: a one-layer test package fails too ({baseline})"
+    where = (f"a one-layer test package fails too ({baseline}): this torch install runs no ahead-of-time package"
              if baseline else "a one-layer test package loads, so the failure is this step's")
     raise RuntimeError(f"torch could not load the ahead-of-time decode step ({failure} in a test process, torch "
                        f"{torch.__version__}; {where}); run with compile=reduce-overhead or compile=off instead")

@@ -75,10 +75,13 @@ def own_code(fn: Callable) -> Callable:
     Dynamo keeps compiled graphs on the code object and refuses a ninth (its recompile limit), a hard
     error under fullgraph=True. Every state (model, batch size, dtype, cache length) guards its own graph,
     so a process that runs nine settings, or a comparison's two models and their drafts over a
-    session, would fail there; with its own code object each state's compile stands alone, and no
-    step checks the guards of the others.
+    session, would fail there; with its own code object no step checks the guards of the others.
+    Dynamo still remembers which sizes changed per source location, not per code object, so the steps
+    compile with dynamic=False: a later state's graph is as static as the first one's.
     """
-    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
 
 
 def _prefill_compile_mode(compile_mode: str) -> str | None:
@@ -102,7 +105,7 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
         mark_static(state)
         mark_fused_static(model)
         options = decode_compile_options(compile_mode, state.cos.dtype)
-        step = torch.compile(own_code(decode_one_token), options=options, fullgraph=True)
+        step = torch.compile(own_code(decode_one_token), options=options, fullgraph=True, dynamic=False)
 
         def decode_step(model, state, sample):
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are no longer read

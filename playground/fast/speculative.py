@@ -49,7 +49,7 @@ def compiled_verify(model, state: StaticState, compile_mode: str, n: int) -> Cal
         mark_static(state)
         mark_fused_static(model)
         chunk = torch.compile(own_code(forward_chunk), options=decode_compile_options(compile_mode, state.cos.dtype),
-                              fullgraph=True)
+                              fullgraph=True, dynamic=False)
 
         def verify(m, s):
             torch.compiler.cudagraph_mark_step_begin()
@@ -214,7 +214,7 @@ class _DraftClock:
     launches the next step); the host's clock on a CPU, where every op has finished when it returns."""
 
     def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
+        self.device, self.cuda = device, device.type == "cuda"
         self.spans: list[tuple] = []
         self._start = None
 
@@ -222,7 +222,7 @@ class _DraftClock:
         if not self.cuda:
             return time.perf_counter()
         event = torch.cuda.Event(enable_timing=True)
-        event.record()
+        event.record(torch.cuda.current_stream(self.device))  # where the steps' graphs replay
         return event
 
     def start(self) -> None:
@@ -234,5 +234,5 @@ class _DraftClock:
     def seconds(self) -> float:
         if not self.cuda:
             return sum(end - start for start, end in self.spans)
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(self.device)
         return sum(start.elapsed_time(end) for start, end in self.spans) / 1e3

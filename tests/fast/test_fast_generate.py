@@ -258,11 +258,19 @@ def test_decode_step_compiles_with_pdl_unless_the_user_turns_it_off(monkeypatch)
 
 def test_each_state_compiles_on_its_own_past_dynamos_recompile_limit(llama, monkeypatch):
     """Dynamo allows a code object a fixed number of graphs (8; 1 here), a hard error under fullgraph=True:
-    the state of another batch size, as a session of comparisons builds up, compiles anew instead."""
+    the state of another batch size, as a session of comparisons builds up, compiles anew instead, and its
+    decode step is as static as the first state's (Dynamo remembers changed sizes per source line)."""
     monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
-    compile_ = torch.compile  # Dynamo's guards and limit are the subject, not inductor's code: trace to eager
+    symbolic = []  # per graph traced: whether any input size is symbolic
+
+    def eager(graph, inputs):  # Dynamo's guards and limit are the subject, not inductor's code
+        sizes = [size for t in inputs if isinstance(t, torch.Tensor) for size in t.shape]
+        symbolic.append(any(isinstance(x, torch.SymInt) for x in sizes + list(inputs)))
+        return graph.forward
+
+    compile_ = torch.compile
     monkeypatch.setattr(torch, "compile", lambda fn, fullgraph=False, dynamic=None, **_: compile_(
-        fn, backend="eager", fullgraph=fullgraph, dynamic=dynamic))
+        fn, backend=eager, fullgraph=fullgraph, dynamic=dynamic))
     for batch in (1, 2):
         ids = prompt(batch, 7, llama.config.vocab_size)
         expected = fast_generate(llama, input_ids=ids, max_new_tokens=3, min_new_tokens=3).sequences
@@ -272,3 +280,4 @@ def test_each_state_compiles_on_its_own_past_dynamos_recompile_limit(llama, monk
             tokens = [compiled_prefill(llama, state, ids, False)[0]]
             tokens += [compiled_step(llama, state, False)[0] for _ in range(2)]
         assert torch.equal(torch.stack(tokens, dim=1), expected[:, 7:])
+    assert symbolic[1::2] == [False, False]  # prefill (dynamic by design), decode step, prefill, decode step
