@@ -18,6 +18,7 @@ dependency gaps.
 from __future__ import annotations
 
 import argparse
+import re
 from collections import Counter
 
 import torch
@@ -25,6 +26,21 @@ import torch
 from playground.fast.generate import compiled_steps, fast_generate
 from playground.kernels import top_kernels
 from playground.loader import MODELS
+
+
+LAUNCH = re.compile(r'"(grid|block)": \[(\d+), (\d+), (\d+)\]')
+
+
+def launch_shape(event) -> str:
+    """"grid 132x1x1 block 256" from a GPU kernel's profiler metadata, or "" where the profiler gives none (CPU).
+
+    Two compiles can give a kernel of the same name other launch settings (coordinate-descent tuning picks
+    its block sizes and warps), which this tells apart from the same kernel running at another speed."""
+    found = {kind: (x, y, z) for kind, x, y, z in LAUNCH.findall(getattr(event, "metadata_json", "") or "")}
+    if "grid" not in found or "block" not in found:
+        return ""
+    block = found["block"]
+    return f"grid {'x'.join(found['grid'])} block {block[0] if block[1:] == ('1', '1') else 'x'.join(block)}"
 
 
 def step_events(prof, device: str, steps: int) -> tuple[Counter, Counter, list]:
@@ -57,9 +73,11 @@ def print_step(label: str, us: Counter, launches: Counter, last: list, shown: in
             print(f"  {i:4d} {e.time_range.elapsed_us():8.1f} µs  gap {gap:6.1f}  {e.name[:100]}")
         elif i == shown:
             print("   ...")
-    print("\nby kernel, costliest first (µs per step, launches per step, µs per launch):")
+    shapes = {e.name: launch_shape(e) for e in last}
+    print("\nby kernel, costliest first (µs per step, launches per step, µs per launch, launch settings):")
     for name, per_step in us.most_common(20):
-        print(f"  {per_step:8.1f} µs  x{launches[name]:<3d} {per_step / launches[name]:7.1f}  {name[:100]}")
+        print(f"  {per_step:8.1f} µs  x{launches[name]:<3d} {per_step / launches[name]:7.1f}  {name[:100]}"
+              f"{'  ' + shapes[name] if shapes.get(name) else ''}")
 
 
 def main() -> None:
