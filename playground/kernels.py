@@ -189,8 +189,6 @@ def phases_from_profile(prof) -> dict[str, PhaseKernels]:
     for evt in events:
         if evt.name.startswith(PHASE_PREFIX):
             ranges.setdefault(evt.name[len(PHASE_PREFIX):], []).append((evt.time_range.start, evt.time_range.end))
-    compiled = any(evt.name.startswith("triton_") for evt in events)
-    reads = compiled_kernel_reads() if compiled else {}  # once for every phase
     phases: dict[str, PhaseKernels] = {}
     for phase, spans in ranges.items():
         names, timed, every = [], [], []
@@ -204,6 +202,7 @@ def phases_from_profile(prof) -> dict[str, PhaseKernels]:
             if on_gpu:
                 timed.append((evt.name, evt.time_range.elapsed_us()))
         seen = classify(names)
+        reads = compiled_kernel_reads() if any(n.startswith("triton_") for n in names) else {}
         seen.matmuls, seen.quant_families = matmul_families(names, reads)
         seen.kernel_us = sum(us for _, us in timed)
         seen.top_kernels = top_kernels(timed)

@@ -22,12 +22,12 @@ import sys
 import tempfile
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
-
-from playground import child_env
 
 RANK_ENV = "PLAYGROUND_RANK"  # set in a worker process of a tensor-parallel run
 EVENT_MARK = "@@playground-event "  # rank 0's event lines on stdout, apart from anything a library prints
+ROOT = Path(__file__).resolve().parents[1]
 MAX_DEVICES = 8
 RANK_END_S = 60.0  # how long the other ranks may take to report once rank 0 has
 
@@ -127,7 +127,8 @@ def run_ranks(config, stop: threading.Event) -> Iterator:
     Stopping the run ends every rank. A rank that fails without rank 0's Result saying why raises with
     that rank's last words."""
     port = _free_port()
-    env_base = child_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(config.devices)})
+    env_base = os.environ | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(config.devices),
+                             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     payload = json.dumps(config.to_dict())
     logs = [tempfile.TemporaryFile("w+") for _ in range(config.devices)]  # a pipe left unread could fill and block
     workers = [subprocess.Popen([sys.executable, "-m", "playground.parallel", payload],

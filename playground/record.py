@@ -9,11 +9,12 @@ import importlib.metadata
 import platform
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from playground import PROJECT_ROOT
 from playground.config import SETTINGS
 
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -27,10 +28,13 @@ import torch
 from torch._dynamo.utils import counters
 from torch._inductor.package.package import package_aoti
 
-from playground import child_env, warm
+from playground import warm
 from playground.fast.forward import decode_one_token
 from playground.fast.fuse import fused_layers
 from playground.fast.state import StaticState
+
+ROOT = Path(__file__).resolve().parents[2]  # where the probe imports playground from
+
 
 # ZeroGPU's settings for `spaces.aoti_compile`: the weights are written beside the compiled code, not in
 # it, and every constant keeps its name (no constant folding, which would bake derived tensors in), so the
@@ -104,8 +108,8 @@ _probed: set[Path] = set()
 
 def load_failure(path: Path) -> str | None:
     """How loading the package at `path` in a child process failed, or None when it loaded."""
-    probe = subprocess.run([sys.executable, "-c", LOAD_PROBE, str(path)], capture_output=True, text=True,
-                           env=child_env())
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    probe = subprocess.run([sys.executable, "-c", LOAD_PROBE, str(path)], capture_output=True, text=True, env=env)
     if not probe.returncode:
         return None
     if probe.returncode < 0:

@@ -79,11 +79,10 @@ def _accept_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor, logits: tor
     q = draft_probs.gather(1, drafts[:, None]).squeeze(1)
     accept = torch.rand_like(p) * q <= p  # u < p/q without dividing by a zero q
     n = int(accept.int().cumprod(dim=0).sum())
-    kept = drafts[:n].tolist()
     if n == k:
-        return kept, int(torch.multinomial(probs[k], 1))
+        return drafts.tolist(), int(torch.multinomial(probs[k], 1))
     residual = (probs[n] - draft_probs[n]).clamp_min(0)
-    return kept, int(torch.multinomial(residual / residual.sum(), 1))
+    return drafts[:n].tolist(), int(torch.multinomial(residual / residual.sum(), 1))
 
 
 def _masked(logits: torch.Tensor, state: StaticState) -> torch.Tensor:
