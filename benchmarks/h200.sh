@@ -2,7 +2,8 @@
 # The H200 measurements behind results/h200/ and the README's "Measured on an NVIDIA H200".
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
-#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | spec-fast | batch-8b | warm
+#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | spec-fast | spec-trained
+#          | batch-8b | warm
 #          | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
@@ -86,6 +87,14 @@ quant-matmul)  # each weight format's batch-1 projection alone
 spec-fast)  # the fast backend's compiled draft and verify steps on the shipped pair
   python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --draft-tokens 4 \
         --rounds 3 --prompts 4 2>&1 | tee "$out/speculative_fast.txt" ;;
+spec-trained)  # a deeper target (16 layers, ~0.2 B parameters) trained here on the shipped corpus and tokenizer,
+  # so a target step costs many draft steps; the shipped draft proposes for it (TRAIN_MIN caps the training)
+  python3 scripts/build_corpus.py --out "$out/corpus" --no-tokenizer >"$out/corpus.txt" 2>&1
+  python3 scripts/train_tiny_lm.py --corpus "$out/corpus" --tokenizer assets/models/stdlib-llama-tiny \
+        --out "$out/target" --hidden-size 1024 --layers 16 --intermediate-size 2816 --epochs 4 \
+        --max-minutes "${TRAIN_MIN:-3}" --extra-eval tests/models/data/heldout_sample.jsonl >"$out/train_target.txt" 2>&1
+  python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --target "$out/target" \
+        --draft-tokens 3,5 --rounds 3 --prompts 4 2>&1 | tee "$out/speculative_trained.txt" ;;
 batch-8b)  # batch sweep, largest batch predicted against found
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
         --fast-attn flash_attention_2 --batch-sizes 1,8,64 --output "$out/batching_8b.json" \

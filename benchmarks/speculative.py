@@ -18,6 +18,11 @@ the rest (verifying k+1 positions, cache cropping, transformers' assisted-genera
     python -m benchmarks.speculative --rounds 3 --draft-tokens 2,4
     python -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16   # CUDA: the fast
         # backend's compiled draft and verify steps (prompt lookup is transformers-only and is skipped there)
+    python -m benchmarks.speculative --target DIR ...      # another target for the shipped draft, e.g. a deeper
+        # one trained on the same corpus and tokenizer (`bash benchmarks/h200.sh spec-trained OUT`)
+
+On a GPU the shipped pair cannot show a speedup: both models are launch-bound, so a draft step costs
+about what a target step does. Speculation pays when a target step costs many draft steps.
 """
 
 from __future__ import annotations
@@ -62,12 +67,13 @@ def ideal_speedup(plain: RunRecord, spec: RunRecord) -> float:
     return spec.tokens_per_step * step_s / (step_s + draft_s)
 
 
-def pair(base: RunConfig, spec: str, draft_tokens: int) -> tuple[RunRecord, RunRecord]:
+def pair(base: RunConfig, spec: str, draft_tokens: int,
+         draft_model: str = speculative.DEFAULT_DRAFT_MODEL) -> tuple[RunRecord, RunRecord]:
     """Plain, then speculative. In fp32 greedy output must be identical; in fp16/bf16 verifying k + 1 positions
     at once runs other kernels than one-token steps, so a near-tie can round the other way, and the table
     says from which token the outputs part."""
     plain = _checked(base)
-    fast = _checked(base.replace(spec=spec, draft_tokens=draft_tokens))
+    fast = _checked(base.replace(spec=spec, draft_tokens=draft_tokens, draft_model=draft_model))
     diff = first_difference(plain.output_ids, fast.output_ids)
     if diff is not None and plain.dtype_effective == "fp32":
         raise SystemExit(f"{spec}: greedy output differs from plain decoding at token {diff}")
@@ -111,12 +117,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--compile", default="off", help="compile mode (the fast backend compiles its draft and verify "
                                                      "steps; transformers' assisted generation does not compile)")
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--target", default=DEFAULT_MODEL, help="the target: a preset or a model folder that shares the "
+                                                            "draft's tokenizer")
+    ap.add_argument("--draft-model", default=speculative.DEFAULT_DRAFT_MODEL)
     args = ap.parse_args(argv)
     static = args.backend == "fast" or args.compile != "off"
-    common = dict(model=DEFAULT_MODEL, repeats=args.repeats, warmup=1, profile_kernels=False, backend=args.backend,
+    common = dict(model=args.target, repeats=args.repeats, warmup=1, profile_kernels=False, backend=args.backend,
                   compile=args.compile, dtype=args.dtype, cache_impl="static" if static else "dynamic")
     env = environment()
-    print(f"{DEFAULT_MODEL} (target) · {env['device_name']}, {env['cpu_count']} cores · torch {env['torch']} · "
+    print(f"{args.target} (target) · {env['device_name']}, {env['cpu_count']} cores · torch {env['torch']} · "
           f"transformers {env['transformers']} · commit {env['project_commit']}\n")
 
     print(f"backend {args.backend}, compile {args.compile}, dtype {args.dtype}\n")
@@ -128,10 +137,10 @@ def main(argv: list[str] | None = None) -> None:
 
     texts = [json.loads(line)["text"] for line in HELDOUT.read_text().splitlines()[:args.prompts]]
     prompts = [" ".join(text.split()[:30]) for text in texts]
-    print(f"Draft model stdlib-llama-draft: first 30 words of {len(prompts)} held-out documents, 64 new tokens, "
+    print(f"Draft model {args.draft_model}: first 30 words of {len(prompts)} held-out documents, 64 new tokens, "
           f"{args.repeats} repeats (mean ± stdev over prompts)\n\n{HEADER_ROW}")
     for k in (int(k) for k in args.draft_tokens.split(",")):
-        pairs = [pair(RunConfig(prompt=p, new_tokens=64, **common), "draft", k) for p in prompts]
+        pairs = [pair(RunConfig(prompt=p, new_tokens=64, **common), "draft", k, args.draft_model) for p in prompts]
         print(summarize(f"draft, {k} tokens", pairs))
 
 
