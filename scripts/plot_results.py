@@ -1,9 +1,11 @@
-"""Render committed run records (JSONL) as PNG charts with the app's own Plotly figures.
+"""Render committed run records as PNG charts with the app's own Plotly figures.
 
-The figures come from `playground.ui.charts`, the code the web UI draws with; headless Chromium
-turns each into a PNG so the README can show it.
+Records come from `bench --format jsonl` files (one record per line) or from a benchmark's JSON
+output (its "records" list). The figures come from `playground.ui.charts`, the code the web UI draws
+with; headless Chromium turns each into a PNG so the README can show it.
 
     python scripts/plot_results.py results/h200/article_1b_*.jsonl --out results/h200/article_1b.png
+    python scripts/plot_results.py batching_8b.json batching_8b_transformers.json --figure batch-throughput --out x.png
 """
 
 from __future__ import annotations
@@ -14,22 +16,36 @@ import tempfile
 from pathlib import Path
 
 from playground.record import RunRecord
-from playground.ui.charts import memory_figure, timing_figure
+from playground.ui.charts import batch_memory_figure, batch_throughput_figure, memory_figure, timing_figure
 
 CHROMIUM = "/usr/bin/chromium"
-FIGURES = {"timing": timing_figure, "memory": memory_figure}
+FIGURES = {"timing": timing_figure, "memory": memory_figure, "batch-throughput": batch_throughput_figure,
+           "batch-memory": batch_memory_figure}
+LABELLED = ("timing", "memory")  # figures whose series are the article's levers, labelled by them
 
 
-def load(paths: list[Path]) -> list[RunRecord]:
+def _dicts(path: Path) -> list[dict]:
+    if path.suffix == ".json":
+        return json.loads(path.read_text())["records"]
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def load(paths: list[Path], labelled: bool = True) -> list[RunRecord]:
+    """The finished records, labelled by attention, dtype, cache and compile; else by the record's own name and,
+    when the records come from several files, the file's (two runs of one setting stay two series)."""
     records = []
     for path in paths:
-        for line in path.read_text().splitlines():
-            record = RunRecord.from_dict(json.loads(line))
-            if record.status == "ok":
+        for data in _dicts(path):
+            record = RunRecord.from_dict(data)
+            if record.status != "ok":
+                continue
+            if labelled:
                 cache = record.cache_impl if record.use_cache else "no cache"
                 compiled = "" if record.compile == "off" else f" {record.compile}"
                 record.label = f"{record.attn} {record.dtype_effective} {cache}{compiled} P{record.prompt_tokens}"
-                records.append(record)
+            elif len(paths) > 1:
+                record.label = f"{record.name} · {path.stem}"
+            records.append(record)
     return records
 
 
@@ -55,7 +71,7 @@ def main() -> None:
     parser.add_argument("--figure", choices=tuple(FIGURES), default="timing")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    to_png(FIGURES[args.figure](load(args.records)), args.out)
+    to_png(FIGURES[args.figure](load(args.records, args.figure in LABELLED)), args.out)
     print(f"wrote {args.out}")
 
 

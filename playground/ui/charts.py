@@ -183,6 +183,7 @@ def batch_memory_figure(records: list[RunRecord]) -> go.Figure:
                 hovertemplate=f"{name}<br>batch %{{x}}: {label} %{{y:,.1f}} MB · predicted to fit: batch "
                               "%{customdata:,}<extra></extra>",
             ))
-    fig.update_xaxes(title_text="batch size", type="log")
+    sizes = sorted({r.batch_size for runs in series.values() for r in runs})
+    fig.update_xaxes(title_text="batch size", type="log", tickvals=sizes, ticktext=[f"{b:,}" for b in sizes])
     fig.update_yaxes(title_text="MB", rangemode="tozero")
     return _layout(fig, title, height=400, legend_rows=2 * len(series))
