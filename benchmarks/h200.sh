@@ -3,7 +3,7 @@
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | spec-fast | spec-trained
-#          | batch-8b | warm
+#          | batch-8b | warm | spread-1b
 #          | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
@@ -99,6 +99,13 @@ batch-8b)  # batch sweep, largest batch predicted against found
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
         --fast-attn flash_attention_2 --batch-sizes 1,8,64 --output "$out/batching_8b.json" \
         --chart "$out/batching_8b.html" 2>&1 | tee "$out/batching_8b.txt" ;;
+spread-1b)  # one 1B step compiled by three processes: two cold ones (each tunes anew), then one warm from the
+  # second's caches; each lists every kernel of its step with its launch shape, so two compiles' kernels can be compared
+  caches=$(mktemp -d)
+  for run in cold-a cold-b warm-b; do
+    TORCHINDUCTOR_CACHE_DIR=$caches/${run#*-} TRITON_CACHE_DIR=$caches/${run#*-}/triton python3 -m benchmarks.decode_kernels \
+        --model llama-3.2-1b-shape --attn flash_attention_2 --shown 400 >"$out/kernels_1b_$run.txt" 2>&1
+  done ;;
 warm)  # a cold compile, then a new process with an empty inductor cache and the first one's artifacts
   export PLAYGROUND_COMPILE_CACHE=$out/compile-artifacts
   for run in cold warm; do
