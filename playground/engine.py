@@ -39,7 +39,7 @@ from playground import (attention, backends, capabilities, kernels, memory, para
                         speculative, warm)
 from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import ConfigError, RunConfig
-from playground.hardware import memory_bandwidth_gb_s, synchronize
+from playground.hardware import OtherCpuLoad, memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, TORCH_DTYPES, LoadedModel, LoadError, ModelCache, cache_key,
                                explain_load_error, hub_download_bytes, matmul_shape, max_context, model_source)
 from playground.backends import request
@@ -624,14 +624,18 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
     artifacts = _compile_artifacts(config, device)
     cached = artifacts is not None and warm.load(artifacts)
     before = (warm.cache_hits(), warm.compiles())
+    other_load = OtherCpuLoad()
     for phase, index, total in passes:
         detail = ""
         if not outputs and config.compile != "off":
             detail = "first call: compiling" + (" from the compile cache" if cached else "")
         yield Phase(phase, detail, index, total)
+        if len(outputs) == config.warmup:  # the timed repeats start here
+            other_load.start()
         outputs.append((yield from _run_pass(config, lm, input_ids, config.new_tokens, stop, f"{phase} {index}/{total}")))
         if len(outputs) == 1 and artifacts:
             record.compile_cache = _compile_cache_use(artifacts, *before)
+    record.host_other_cpu_pct = other_load.stop()
     record.compiled = backend.compiled(config, lm)
     if config.compile != "off" and not record.compiled:
         record.fallback = "; ".join(filter(None, [record.fallback,

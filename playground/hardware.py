@@ -1,15 +1,18 @@
-"""Device-level facts measured here rather than taken from a datasheet: memory bandwidth and sync."""
+"""Device-level facts measured here rather than taken from a datasheet: memory bandwidth, sync, and what
+else the host was busy with while a run was timed."""
 
 from __future__ import annotations
 
 import json
 import time
 
+import psutil
 import torch
 
 from playground.store import data_path
 
 BANDWIDTH_FILE = "bandwidth.json"
+BUSY_HOST_PCT = 10.0  # other processes' share of the host's CPUs above which a run's figures are flagged
 
 
 def synchronize(device: str) -> None:
@@ -54,3 +57,32 @@ def memory_bandwidth_gb_s() -> float | None:
         except OSError:
             pass
     return float(known[name])
+
+
+def _host_busy_s() -> float:
+    """CPU seconds the host's processes have spent busy: idle and I/O wait left out, a guest's time (already
+    inside user time) and a VM's stolen time (other machines on its hypervisor, not processes here) too."""
+    t = psutil.cpu_times()
+    return sum(t) - sum(getattr(t, name, 0.0) for name in ("idle", "iowait", "steal", "guest", "guest_nice"))
+
+
+def _own_s() -> float:
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+class OtherCpuLoad:
+    """Other processes' share of the host's CPUs over a span: the host's busy CPU time less this process's own,
+    over the span's wall time times the CPU count.
+
+    CPU decode, and the host side of GPU decode, slow down when another process takes cores: on a small
+    host a browser drawing the streamed tokens is enough. The figure says a run was timed on a busy host,
+    so its numbers are not mistaken for what the model does on a quiet one."""
+
+    def start(self) -> None:
+        self._host, self._own, self._t = _host_busy_s(), _own_s(), time.perf_counter()
+
+    def stop(self) -> float:
+        wall = time.perf_counter() - self._t
+        other = (_host_busy_s() - self._host) - (_own_s() - self._own)
+        return max(0.0, min(100.0, 100 * other / (wall * (psutil.cpu_count() or 1)))) if wall > 0 else 0.0

@@ -24,7 +24,7 @@ _ROW_FIELDS = (
     "itl_ms_p90", "itl_ms_p99", "e2e_ms", "e2e_ms_std", "prompt_real_tokens", "prompt_padded_tokens", "padding_pct",
     "load_s", "cold_ttft_ms", "cold_e2e_ms", "compile_s", "compile_cache", "peak_mem_mb", "peak_mem_kind", "weights_mb", "kv_cache_mb",
     "kv_bytes_per_token", "kv_bytes_per_token_measured", "max_batch_predicted",
-    "gpu_busy_pct", "bandwidth_gb_s", "roofline_weight_mb", "roofline_kv_mb", "roofline_kv_read", "roofline_tok_s",
+    "gpu_busy_pct", "host_other_cpu_pct", "bandwidth_gb_s", "roofline_weight_mb", "roofline_kv_mb", "roofline_kv_read", "roofline_tok_s",
     "bandwidth_roofline_pct", "prefill_tflop_s", "target_steps", "drafted_tokens", "accepted_tokens",
     "acceptance_rate", "tokens_per_step", "draft_share_pct", "draft_step_ms", "fallback", "random_weights",
 )
@@ -60,6 +60,7 @@ FIGURE_COLUMNS: tuple[tuple[str, Callable[[RunRecord], str]], ...] = (
     ("cold s", lambda r: _num(r.cold_e2e_ms and r.cold_e2e_ms / 1e3, 2)),
     ("compile s", lambda r: _num(r.compile_s, 1)),
     ("GPU busy %", lambda r: _num(r.gpu_busy_pct, 0)),
+    ("other CPU %", lambda r: _num(r.host_other_cpu_pct, 0)),
     ("roofline %", lambda r: _num(r.bandwidth_roofline_pct, 1)),
     ("accepted %", lambda r: _num(r.acceptance_rate and 100 * r.acceptance_rate, 0)),
     ("tok/target step", lambda r: _num(r.tokens_per_step, 2)),

@@ -96,6 +96,7 @@ class RunRecord:
     kv_bytes_per_token_measured: float | None = None  # the cache held, per position computed (playground.metrics)
     max_batch_predicted: int | None = None  # sequences of prompt + new tokens that fit in memory (playground.memory)
     gpu_busy_pct: float | None = None
+    host_other_cpu_pct: float | None = None  # other processes' share of the host's CPUs in the timed repeats
     comm_ms_per_step: float | None = None  # tensor parallel: time in collectives per decode step (rank 0, profiled)
     rank_peak_mem_mb: list[float | None] = field(default_factory=list)  # tensor parallel: each rank's peak memory
     rank_weights_mb: list[float | None] = field(default_factory=list)  # and the weight bytes each rank holds

@@ -11,6 +11,7 @@ import html
 from typing import TYPE_CHECKING
 
 from playground.diagnostics import checklist, compare_outputs, num, speedup_of
+from playground.hardware import BUSY_HOST_PCT
 from playground.record import RunRecord
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ METRIC_ROWS = (
                                 if r.compile != "off" else "off")),
     ("Model load", lambda r: "reused (already loaded)" if r.model_reused else num(r.load_s, "s")),
     ("GPU busy (decode)", lambda r: num(r.gpu_busy_pct, "%") if r.device_effective == "cuda" else "— (CPU)"),
+    ("Other load on the host", lambda r: _other_load(r)),
     ("Bandwidth roofline", lambda r: num(r.bandwidth_roofline_pct, "%") + (
         f" <span class='dim'>of {num(r.roofline_tok_s, 'tok/s')}</span>" if r.roofline_tok_s else "")),
     ("Decode step: top GPU kernels", lambda r: _top_kernels(r)),
@@ -135,6 +137,17 @@ METRIC_ROWS = (
     ("Ran as", lambda r: escape(f"{r.attn_effective} · {r.dtype_effective} · {r.device_effective}")),
 )
 SPEEDUP_ROWS = {"TTFT (prefill)": "ttft", "Decode throughput": "decode"}  # metric row -> diagnostics headline
+
+
+def _other_load(rec: RunRecord) -> str:
+    """Other processes' share of the host's CPUs while the repeats were timed, flagged where it slows the run."""
+    pct = rec.host_other_cpu_pct
+    if pct is None:  # records of older engines
+        return "—"
+    if pct <= BUSY_HOST_PCT:
+        return num(pct, "% of its CPUs")
+    return (f"⚠ {num(pct, '% of its CPUs')} <span class='dim'>other processes took cores while this run was timed: "
+            f"its figures can be far slower than on a quiet host</span>")
 
 
 def _speculation(rec: RunRecord) -> str:
