@@ -21,6 +21,7 @@ import gradio as gr
 import pandas as pd
 
 from playground.config import SETTINGS, ConfigError, RunConfig
+from playground.hardware import BUSY_HOST_PCT
 from playground.hosting import HostingPolicy, gpu_runner
 from playground.presets import PRESETS
 from playground.record import RunRecord
@@ -266,6 +267,10 @@ def sweep_status(done: list[RunRecord], planned: int) -> str:
         line += f" · about {last.max_batch_predicted:,} sequences of this length fit in memory"
         if last.max_batch_predicted < FEW_USERS:
             line += f": {serving_advice()}"
+    busy = [r for r in done if (r.host_other_cpu_pct or 0) > BUSY_HOST_PCT]
+    if busy:
+        line += (f" · ⚠ batch {', '.join(str(r.batch_size) for r in busy)} timed while other processes took up to "
+                 f"{max(r.host_other_cpu_pct for r in busy):.0f}% of this host's CPUs: slower than on a quiet host")
     return line
 
 

@@ -211,3 +211,14 @@ def test_sweep_status_advises_capping_the_context_where_few_sequences_fit():
     status = events.sweep_status(few, 4)
     assert "2 of 4 batch sizes" in status and "cap the context" in status and "queue requests" in status
     assert "cap the context" not in events.sweep_status([make_record(1, max_batch_predicted=500)], 4)
+
+
+def test_sweep_status_flags_the_batch_sizes_timed_on_a_busy_host():
+    from records import make_record
+
+    from playground.hardware import BUSY_HOST_PCT
+
+    done = [make_record(1, host_other_cpu_pct=BUSY_HOST_PCT + 15), make_record(2, batch_size=2, host_other_cpu_pct=1.0)]
+    status = events.sweep_status(done, 2)
+    assert f"⚠ batch 1 timed while other processes took up to {BUSY_HOST_PCT + 15:.0f}%" in status
+    assert "⚠" not in events.sweep_status(done[1:], 2)
