@@ -12,7 +12,6 @@ import torch
 from playground.store import data_path
 
 BANDWIDTH_FILE = "bandwidth.json"
-BUSY_HOST_PCT = 10.0  # other processes' share of the host's CPUs above which a run's figures are flagged
 
 
 def synchronize(device: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from playground.config import SETTINGS
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+BUSY_HOST_PCT = 10.0  # other processes' share of the host's CPUs above which a run's figures are flagged
 
 
 @dataclass
@@ -97,6 +98,7 @@ class RunRecord:
     max_batch_predicted: int | None = None  # sequences of prompt + new tokens that fit in memory (playground.memory)
     gpu_busy_pct: float | None = None
     host_other_cpu_pct: float | None = None  # other processes' share of the host's CPUs in the timed repeats
+    # (hardware.OtherCpuLoad); above BUSY_HOST_PCT the page flags the run
     comm_ms_per_step: float | None = None  # tensor parallel: time in collectives per decode step (rank 0, profiled)
     rank_peak_mem_mb: list[float | None] = field(default_factory=list)  # tensor parallel: each rank's peak memory
     rank_weights_mb: list[float | None] = field(default_factory=list)  # and the weight bytes each rank holds

@@ -8,6 +8,7 @@ import time
 import psutil
 
 from playground import hardware
+from playground.record import BUSY_HOST_PCT
 
 
 def fake_gpu(monkeypatch, rate: float) -> None:
@@ -67,7 +68,7 @@ def test_a_run_records_the_other_load_and_the_page_flags_a_busy_host():
 
     record = run(RunConfig(prompt="The function returns", new_tokens=4, repeats=1))
     assert record.status == "ok" and 0 <= record.host_other_cpu_pct <= 100
-    record.host_other_cpu_pct = hardware.BUSY_HOST_PCT + 1
+    record.host_other_cpu_pct = BUSY_HOST_PCT + 1
     assert _other_load(record).startswith("⚠")
-    record.host_other_cpu_pct = hardware.BUSY_HOST_PCT - 1
+    record.host_other_cpu_pct = BUSY_HOST_PCT - 1
     assert "⚠" not in _other_load(record)

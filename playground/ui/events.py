@@ -21,10 +21,9 @@ import gradio as gr
 import pandas as pd
 
 from playground.config import SETTINGS, ConfigError, RunConfig
-from playground.hardware import BUSY_HOST_PCT
 from playground.hosting import HostingPolicy, gpu_runner
 from playground.presets import PRESETS
-from playground.record import RunRecord
+from playground.record import BUSY_HOST_PCT, RunRecord
 from playground.store import NOT_SAVED, RunStore
 from playground.ui import charts, render
 from playground.ui.sessions import SessionHistories, SessionHistory, session_key

@@ -11,8 +11,7 @@ import html
 from typing import TYPE_CHECKING
 
 from playground.diagnostics import checklist, compare_outputs, num, speedup_of
-from playground.hardware import BUSY_HOST_PCT
-from playground.record import RunRecord
+from playground.record import BUSY_HOST_PCT, RunRecord
 
 if TYPE_CHECKING:
     from playground.config import RunConfig

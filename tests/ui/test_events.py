@@ -216,7 +216,7 @@ def test_sweep_status_advises_capping_the_context_where_few_sequences_fit():
 def test_sweep_status_flags_the_batch_sizes_timed_on_a_busy_host():
     from records import make_record
 
-    from playground.hardware import BUSY_HOST_PCT
+    from playground.record import BUSY_HOST_PCT
 
     done = [make_record(1, host_other_cpu_pct=BUSY_HOST_PCT + 15), make_record(2, batch_size=2, host_other_cpu_pct=1.0)]
     status = events.sweep_status(done, 2)
