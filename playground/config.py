@@ -198,10 +198,6 @@ class RunConfig:
                     f"compile={self.compile} needs warmup >= 1: the first call compiles, and without a warm-up "
                     "that time would land in the measured repeats"
                 )
-        if self.length_spread_pct and self.batch_size > 1 and not backends.REGISTRY[self.backend].padded_batches:
-            raise ConfigError(f"length_spread_pct={self.length_spread_pct} pads the batch's shorter prompts, and "
-                              f"backend={self.backend} takes no attention mask: set length_spread_pct 0 (uniform "
-                              "prompts) or use backend transformers")
         if self.compile == AOT and not backends.REGISTRY[self.backend].compiles_ahead:
             raise ConfigError(f"compile={AOT} runs on backend {' or '.join(backends.AHEAD_OF_TIME)} only: "
                               f"{self.backend} compiles with torch.compile")

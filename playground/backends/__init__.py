@@ -25,11 +25,10 @@ class Entry:
     module: str  # the module that implements `Backend`, imported by `get`
     static_cache_only: bool = False  # decodes from its own static KV cache: needs use_cache on, cache_impl=static
     compiles_ahead: bool = False  # takes compile=aot: its decode step exported and compiled ahead of time
-    padded_batches: bool = False  # takes an attention mask, so a batch of prompts of different lengths
 
 
 REGISTRY: dict[str, Entry] = {e.name: e for e in (
-    Entry("transformers", "playground.backends.transformers", padded_batches=True),
+    Entry("transformers", "playground.backends.transformers"),
     Entry("fast", "playground.backends.fast", static_cache_only=True, compiles_ahead=True),
 )}
 NAMES = tuple(REGISTRY)

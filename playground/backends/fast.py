@@ -9,13 +9,15 @@ import torch
 from playground.backends import Drafting
 from playground.backends.request import generate_kwargs
 from playground.config import AOT, RunConfig
-from playground.fast import FastOutput, fast_generate, unsupported_reason
+from playground.fast import FastOutput, fast_generate, padding_reason, unsupported_reason
 from playground.fast.speculative import SpeculativeOutput, speculative_generate
 from playground.loader import LoadedModel
 
 
 def unsupported(config: RunConfig, lm: LoadedModel, total_tokens: int) -> str | None:
-    return unsupported_reason(lm.model, total_tokens=total_tokens, compile_mode=config.compile)
+    uneven = config.batch_size > 1 and config.length_spread_pct > 0
+    return (unsupported_reason(lm.model, total_tokens=total_tokens, compile_mode=config.compile)
+            or (padding_reason(lm.model) if uneven else None))
 
 
 def generate(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int, streamer,

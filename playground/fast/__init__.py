@@ -10,6 +10,6 @@ and a single-token step written as a pure function of tensors, so that on CUDA
 """
 
 from playground.fast.generate import FastOutput, fast_generate
-from playground.fast.support import SUPPORTED_ARCHITECTURES, unsupported_reason
+from playground.fast.support import SUPPORTED_ARCHITECTURES, padding_reason, unsupported_reason
 
-__all__ = ["FastOutput", "SUPPORTED_ARCHITECTURES", "fast_generate", "unsupported_reason"]
+__all__ = ["FastOutput", "SUPPORTED_ARCHITECTURES", "fast_generate", "padding_reason", "unsupported_reason"]

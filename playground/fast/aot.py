@@ -51,9 +51,9 @@ class _Step(torch.nn.Module):
     lift them as anonymous constants that a loaded package cannot be pointed at. Here they are named
     buffers, and `forward` hands the decoder the traced buffers in their place."""
 
-    def __init__(self, model, sample: bool) -> None:
+    def __init__(self, model, sample: bool, padded: bool = False) -> None:
         super().__init__()
-        self.model, self.sample = model, sample
+        self.model, self.sample, self.padded = model, sample, padded
         self.fused = [(f"fused_{index}_{kind}_{part}", linear, part)
                       for index, layer in enumerate(fused_layers(model))
                       for kind, linear in (("qkv", layer.qkv), ("gate_up", layer.gate_up))
@@ -66,7 +66,7 @@ class _Step(torch.nn.Module):
         try:
             for name, linear, part in self.fused:
                 setattr(linear, part, getattr(self, name))
-            return decode_one_token(self.model, StaticState.from_tensors(tensors), self.sample)
+            return decode_one_token(self.model, StaticState.from_tensors(tensors, self.padded), self.sample)
         finally:
             for (_, linear, part), tensor in zip(self.fused, real):
                 setattr(linear, part, tensor)
@@ -83,7 +83,7 @@ def weights_fingerprint(model) -> str:
 
 def package_path(model, state: StaticState, sample: bool) -> Path:
     key = dict(weights=weights_fingerprint(model), attn=model.config._attn_implementation, sample=sample,
-               shapes=[list(t.shape) for t in state.tensors()], dtype=str(state.cos.dtype),
+               padded=state.padded, shapes=[list(t.shape) for t in state.tensors()], dtype=str(state.cos.dtype),
                device=torch.cuda.get_device_name() if state.tokens.is_cuda else "cpu", torch=torch.__version__)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return warm.cache_dir() / "aot" / f"decode-{digest}.pt2"
@@ -94,7 +94,7 @@ def compile_step(model, state: StaticState, sample: bool) -> Path:
     path = package_path(model, state, sample)
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
-        exported = torch.export.export(_Step(model, sample), tuple(state.tensors()))
+        exported = torch.export.export(_Step(model, sample, state.padded), tuple(state.tensors()))
         artifacts = torch._inductor.aot_compile(exported.module(), tuple(state.tensors()), options=PACKAGE_CONFIG)
     package_aoti(str(path), [file for file in artifacts if isinstance(file, str)])  # the code; not the weights
     return path

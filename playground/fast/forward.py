@@ -15,6 +15,11 @@ that). A decode step attends to the whole cache with a boolean mask of the fille
 grouped-query heads are handled by folding the query heads of a group into the query-length axis,
 (batch, heads, 1, d) -> (batch, kv_heads, group, d), so the cache is never repeated per head and
 any mask-capable backend can run it.
+
+A batch of uneven prompts arrives left-padded, so every row's next token is in the same column. Its
+state is allocated as padded: each row's first prompt column (`state.start`) hides the padding from
+every mask and sets the row's rotary positions, so a row computes what it computes alone. That
+state traces graphs of its own; an unpadded batch keeps the plain masks and positions.
 """
 
 from __future__ import annotations
@@ -53,15 +58,40 @@ def uses_flash_attn(config) -> bool:
     return config._attn_implementation == "flash_attention_2"
 
 
-def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV) -> torch.Tensor:
-    """Store the prompt's k/v at positions [0, seq) and attend causally within the prompt: (batch, heads, seq, d)."""
+def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV,
+                   visible: torch.Tensor | None = None) -> torch.Tensor:
+    """Store the prompt's k/v at positions [0, seq) and attend causally within the prompt, or where `visible`
+    (batch, 1, seq, seq) says for left-padded rows: (batch, heads, seq, d)."""
     seq = q.shape[2]
     kv.keys[:, :, :seq] = k
     kv.values[:, :, :seq] = v
     if uses_flash_attn(attn.config):
         return fa2_prefill(q, k, v, attn.scaling).transpose(1, 2)
     gqa = {"enable_gqa": True} if attn.num_key_value_groups > 1 else {}
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.scaling, **gqa)
+    mask = {"is_causal": True} if visible is None else {"attn_mask": visible}
+    return F.scaled_dot_product_attention(q, k, v, scale=attn.scaling, **mask, **gqa)
+
+
+def padded_prompt_mask(state: StaticState, seq: int) -> torch.Tensor:
+    """(batch, 1, seq, seq) bool: causal attention within each row's own prompt.
+
+    A padding column sees only itself: a row with nothing visible would give NaN, which its k/v
+    would carry into the cache, and masked-out slots still enter the product (0 * NaN is NaN).
+    """
+    columns = torch.arange(seq, device=state.start.device)
+    causal = columns[None, :] <= columns[:, None]  # (query, key)
+    in_prompt = columns[None, None, :] >= state.start[:, None, None]  # (batch, 1, key)
+    itself = columns[None, :] == columns[:, None]
+    return ((causal & in_prompt) | itself)[:, None]
+
+
+def rope_at(state: StaticState, columns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin for the tokens at cache `columns` (n,): (n, d), or (batch, 1, n, d) when rows are left-padded,
+    each row counting positions from its first prompt column, as transformers does from the attention mask."""
+    if not state.padded:
+        return state.cos.index_select(0, columns), state.sin.index_select(0, columns)
+    positions = (columns[None, :] - state.start[:, None]).clamp(min=0)  # padding columns take position 0
+    return state.cos[positions][:, None], state.sin[positions][:, None]
 
 
 def attend_decode_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV, pos: torch.Tensor,
@@ -88,8 +118,11 @@ def decode_attention(model, state: StaticState, pos: torch.Tensor):
     if uses_flash_attn(model.config):
         filled = (pos + 1).to(torch.int32).repeat(state.batch)  # (batch,): every row is at the same position
         return functools.partial(attend_decode_flash, pos=pos, filled=filled)
-    visible = (torch.arange(state.cache_len, device=pos.device) <= pos).view(1, 1, 1, state.cache_len)
-    return functools.partial(attend_decode_sdpa, pos=pos, visible=visible)
+    columns = torch.arange(state.cache_len, device=pos.device)
+    visible = columns <= pos
+    if state.padded:  # each row's own prompt and output: (batch, cache_len)
+        visible = visible & (columns >= state.start[:, None])
+    return functools.partial(attend_decode_sdpa, pos=pos, visible=visible.view(-1, 1, 1, state.cache_len))
 
 
 def normed_input(norm, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -190,7 +223,9 @@ def prefill(model, state: StaticState, input_ids: torch.Tensor, sample: bool) ->
     """
     seq = input_ids.shape[1]
     state.tokens[:, :seq] = input_ids
-    x = run_layers(model, state, model.model.embed_tokens(input_ids), state.cos[:seq], state.sin[:seq], attend_prefill)
+    cos, sin = rope_at(state, torch.arange(seq, device=state.pos.device))
+    attend = functools.partial(attend_prefill, visible=padded_prompt_mask(state, seq)) if state.padded else attend_prefill
+    x = run_layers(model, state, model.model.embed_tokens(input_ids), cos, sin, attend)
     logits = last_logits(model, x)
     last = state.pos.new_full((1,), seq - 1)  # a tensor, so a compiled prefill stays generic in seq
     token = select_token(logits, last, state, sample)
@@ -207,7 +242,7 @@ def decode_one_token(model, state: StaticState, sample: bool) -> tuple[torch.Ten
     """
     pos = state.pos
     token = state.tokens.index_select(1, pos)  # (batch, 1)
-    cos, sin = state.cos.index_select(0, pos), state.sin.index_select(0, pos)  # (1, d)
+    cos, sin = rope_at(state, pos)
     x = run_layers(model, state, model.model.embed_tokens(token), cos, sin, decode_attention(model, state, pos))
     logits = last_logits(model, x)
     next_token = select_token(logits, pos, state, sample)
@@ -224,6 +259,6 @@ def forward_chunk(model, state: StaticState, n: int) -> torch.Tensor:
     """
     positions = state.pos + torch.arange(n, device=state.pos.device)
     tokens = state.tokens.index_select(1, positions)  # (batch, n)
-    cos, sin = state.cos.index_select(0, positions), state.sin.index_select(0, positions)
+    cos, sin = rope_at(state, positions)
     x = run_layers(model, state, model.model.embed_tokens(tokens), cos, sin, chunk_attention(model, state, positions))
     return model.lm_head(normed_input(model.model.norm, x, model.lm_head.weight)).float()

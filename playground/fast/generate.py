@@ -25,7 +25,7 @@ from playground.fast import aot
 from playground.fast.forward import decode_one_token, prefill
 from playground.fast.fuse import fused_layers, mark_fused_static
 from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
-from playground.fast.support import unsupported_reason
+from playground.fast.support import padding_reason, unsupported_reason
 
 
 
@@ -127,8 +127,9 @@ def _eos_ids(model, eos_token_id) -> list[int]:
     return [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
 
 
-def _reset(state: StaticState, eos: list[int], eos_until: int, pad_id: int, temperature: float) -> None:
-    """Per-run settings, written in place so compiled graphs see them."""
+def _reset(state: StaticState, eos: list[int], eos_until: int, pad_id: int, temperature: float,
+           starts: torch.Tensor | None = None) -> None:
+    """Per-run settings, written in place so compiled graphs see them; `starts` None: no row is padded."""
     state.eos_mask.zero_()
     if eos:
         state.eos_mask[torch.tensor(eos, device=state.eos_mask.device)] = True
@@ -136,6 +137,10 @@ def _reset(state: StaticState, eos: list[int], eos_until: int, pad_id: int, temp
     state.pad_id.fill_(pad_id)
     state.finished.zero_()
     state.temperature.fill_(temperature)
+    if starts is None:
+        state.start.zero_()
+    else:
+        state.start.copy_(starts)
 
 
 def _stop_requested(criteria: Sequence[Callable], ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -144,6 +149,17 @@ def _stop_requested(criteria: Sequence[Callable], ids: torch.Tensor, scores: tor
     for criterion in criteria:
         done |= torch.as_tensor(criterion(ids, scores)).cpu()
     return done
+
+
+def row_starts(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(batch,) each row's first prompt column: the number of left-padding zeros in its mask."""
+    return (attention_mask == 0).sum(dim=1)
+
+
+def left_padding_mask(starts: torch.Tensor, width: int) -> torch.Tensor:
+    """(batch, width): 0 before each row's start, 1 from there on; a row may not be all padding."""
+    starts = torch.where(starts < width, starts, -1)  # an all-padding row yields a mask that cannot match
+    return (torch.arange(width, device=starts.device)[None, :] >= starts[:, None]).to(torch.long)
 
 
 def _check_request(model, input_ids, attention_mask, max_new_tokens, min_new_tokens, do_sample, temperature,
@@ -155,8 +171,15 @@ def _check_request(model, input_ids, attention_mask, max_new_tokens, min_new_tok
         raise ValueError(reason)
     if input_ids.ndim != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must be (batch, prompt_len) with prompt_len >= 1, got {tuple(input_ids.shape)}")
-    if attention_mask is not None and not bool(attention_mask.all()):
-        raise ValueError("the fast backend does not support padded prompts: give rows of equal length, mask all ones")
+    if attention_mask is not None:
+        if attention_mask.shape != input_ids.shape:
+            raise ValueError(f"attention_mask {tuple(attention_mask.shape)} must match input_ids {tuple(input_ids.shape)}")
+        if not bool((attention_mask == left_padding_mask(row_starts(attention_mask), input_ids.shape[1])).all()):
+            raise ValueError("the fast backend takes left padding only: each row's mask must be zeros, then ones "
+                             "to the end of the prompt, with at least one one")
+        reason = padding_reason(model) if not bool(attention_mask.all()) else None
+        if reason:
+            raise ValueError(reason)
     if max_new_tokens < 1 or (min_new_tokens or 0) > max_new_tokens:
         raise ValueError(f"need 1 <= max_new_tokens and min_new_tokens <= max_new_tokens, got "
                          f"{max_new_tokens}, {min_new_tokens}")
@@ -195,11 +218,14 @@ def fast_generate(model, *, input_ids: torch.Tensor, attention_mask: torch.Tenso
     eos_can_end = bool(eos) and min_new < max_new_tokens
     listening = streamer is not None or criteria or eos_can_end
 
+    starts = row_starts(attention_mask) if attention_mask is not None else torch.zeros(batch, dtype=torch.long)
+    padded = bool(starts.any())
+
     fused_layers(model)
     with torch.inference_mode():
-        state, reused = state_cache(model).get(model, batch, cache_len)
+        state, reused = state_cache(model).get(model, batch, cache_len, padded)
         _reset(state, eos, prompt_len + min_new - 1, pad_token_id,
-               1.0 if temperature is None else float(temperature))
+               1.0 if temperature is None else float(temperature), starts)
         prefill_fn, decode_fn = compiled_steps(model, state, compile_mode, compile_prefill)
         if streamer is not None:
             streamer.put(input_ids.cpu())

@@ -35,6 +35,8 @@ class StaticState:
     pad_id: torch.Tensor  # (1,) int64: written to rows that already ended
     finished: torch.Tensor  # (batch,) bool: rows that produced EOS
     temperature: torch.Tensor  # (1,) float32
+    start: torch.Tensor  # (batch,) int64: each row's first prompt column; left padding fills the columns before it
+    padded: bool = False  # rows may start after column 0: positions and masks are per row (a separate graph)
     compiled: dict[tuple, tuple[Callable, Callable]] = field(default_factory=dict)  # (mode, sdpa) -> (prefill, step)
 
     @property
@@ -52,14 +54,14 @@ class StaticState:
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor, in the order `from_tensors` reads them back."""
         fixed = [self.tokens, self.pos, self.cos, self.sin, self.eos_mask, self.eos_until, self.pad_id,
-                 self.finished, self.temperature]
+                 self.finished, self.temperature, self.start]
         return fixed + [t for kv in self.layers for t in (kv.keys, kv.values)]
 
     @classmethod
-    def from_tensors(cls, tensors) -> StaticState:
+    def from_tensors(cls, tensors, padded: bool = False) -> StaticState:
         """A state over `tensors()`'s list (no copies): how an exported step takes its state as inputs."""
-        fixed, kv = tensors[:9], tensors[9:]
-        return cls([LayerKV(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)], *fixed)
+        fixed, kv = tensors[:10], tensors[10:]
+        return cls([LayerKV(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)], *fixed, padded=padded)
 
 
 def cache_len_for(total_tokens: int, max_positions: int | None, multiple: int = CACHE_LEN_MULTIPLE) -> int:
@@ -78,7 +80,7 @@ def rotary_table(model, cache_len: int, dtype: torch.dtype, device: torch.device
     return cos[0].contiguous(), sin[0].contiguous()
 
 
-def allocate(model, batch: int, cache_len: int) -> StaticState:
+def allocate(model, batch: int, cache_len: int, padded: bool = False) -> StaticState:
     config = model.config
     weight = model.model.embed_tokens.weight
     dtype, device = weight.dtype, weight.device
@@ -98,6 +100,8 @@ def allocate(model, batch: int, cache_len: int) -> StaticState:
         pad_id=torch.zeros(1, dtype=torch.long, device=device),
         finished=torch.zeros(batch, dtype=torch.bool, device=device),
         temperature=torch.ones(1, dtype=torch.float32, device=device),
+        start=torch.zeros(batch, dtype=torch.long, device=device),
+        padded=padded,
     )
 
 
@@ -108,7 +112,7 @@ def mark_static(state: StaticState) -> None:
 
 
 class StateCache:
-    """The one static state of a model, kept while runs keep the same (batch, cache_len, dtype, device).
+    """The one static state of a model, kept while runs keep the same (batch, cache_len, padded, dtype, device).
 
     One shape at a time, like the engine holds one model: a new shape frees the old cache and its
     compiled graphs before allocating, so GPU memory never holds two caches.
@@ -118,14 +122,14 @@ class StateCache:
         self.state: StaticState | None = None
         self.key: tuple | None = None
 
-    def get(self, model, batch: int, cache_len: int) -> tuple[StaticState, bool]:
+    def get(self, model, batch: int, cache_len: int, padded: bool = False) -> tuple[StaticState, bool]:
         """Return (state, reused)."""
         weight = model.model.embed_tokens.weight
-        key = (batch, cache_len, weight.dtype, weight.device)
+        key = (batch, cache_len, padded, weight.dtype, weight.device)
         if self.state is not None and self.key == key:
             return self.state, True
         self.state = self.key = None
-        self.state, self.key = allocate(model, batch, cache_len), key
+        self.state, self.key = allocate(model, batch, cache_len, padded), key
         return self.state, False
 
 

@@ -75,3 +75,15 @@ def unsupported_reason(model, *, total_tokens: int | None = None, compile_mode: 
     return (_architecture_reason(model) or _attention_reason(model) or _rope_reason(model)
             or _sliding_window_reason(model, total_tokens) or _device_reason(model, compile_mode)
             or fusable_reason(model))
+
+
+def padding_reason(model) -> str | None:
+    """Why the fast backend cannot run a left-padded batch of `model`, or None.
+
+    flash-attn's decode kernel reads each row's cache from column 0 up to a length, so the padding at
+    the front of a row would be attended.
+    """
+    if getattr(model.config, "_attn_implementation", None) == "flash_attention_2":
+        return ("a batch of uneven prompts on the fast backend needs attn sdpa: flash-attn's decode kernel reads "
+                "each row's cache from its first column, where the left padding sits")
+    return None

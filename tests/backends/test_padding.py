@@ -1,6 +1,8 @@
 """Left padding with its attention mask must not change what any row generates: each row of an uneven batch
 gives the greedy ids of its prompt run alone (the shipped model, whose ids vary; a random one repeats a token)."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -8,16 +10,20 @@ from playground import backends
 from playground.backends.request import attention_mask, generate_kwargs, pad_token_id, padded_batch, row_lengths
 from playground.config import ConfigError, RunConfig
 from playground.engine import MODELS, prompt_ids, run
+from playground.fast import padding_reason
 
 PROMPT = "Once upon a time, in a data centre far away, a tiny GPU dreamed of"
 BASE = dict(model="stdlib-llama-tiny", device="cpu", dtype="fp32", prompt=PROMPT, new_tokens=12, repeats=1,
             warmup=0, profile_kernels=False)
 
 
+FAST = dict(backend="fast", cache_impl="static")
+
+
 def greedy_rows(config, lm, input_ids) -> list[list[int]]:
-    """Each row's new ids from one call of the transformers backend, which masks the padding."""
+    """Each row's new ids from one call of `config.backend`, which masks the padding."""
     with torch.inference_mode():
-        out = backends.get("transformers").generate(config, lm, input_ids, config.new_tokens, None, [])
+        out = backends.get(config.backend).generate(config, lm, input_ids, config.new_tokens, None, [])
     return out.sequences[:, input_ids.shape[1]:].tolist()
 
 
@@ -45,9 +51,11 @@ def test_the_mask_hides_exactly_the_left_padding():
     assert attention_mask(config, ids).tolist() == [[1, 1, 1, 1], [0, 1, 1, 1], [0, 0, 1, 1]]
 
 
-def test_each_row_of_an_uneven_batch_generates_what_its_prompt_generates_alone(loaded):
+@pytest.mark.parametrize("backend", backends.NAMES)
+def test_each_row_of_an_uneven_batch_generates_what_its_prompt_generates_alone(loaded, backend):
     config, lm, prompt, lengths, alone = loaded
     assert len(set(lengths)) == config.batch_size and len({tuple(ids) for ids in alone}) > 1  # the rows differ
+    config = config.replace(**FAST) if backend == "fast" else config
     batch = padded_batch(config, prompt, pad_token_id(lm.tokenizer))
     assert greedy_rows(config, lm, batch) == alone
 
@@ -74,10 +82,30 @@ def test_an_uneven_batch_records_its_padding_and_every_row_s_rate():
     assert record.max_batch_predicted >= 4
 
 
-def test_the_fast_backend_refuses_an_uneven_batch_but_runs_a_uniform_one():
-    fast = dict(BASE, backend="fast", cache_impl="static", batch_size=3)
-    with pytest.raises(ConfigError, match="length_spread_pct=50 pads"):
-        RunConfig(**fast, length_spread_pct=50)
-    record = run(RunConfig(**fast))
+def test_the_fast_backend_records_an_uneven_batch_from_its_own_cache():
+    record = run(RunConfig(**BASE, **FAST, batch_size=3, length_spread_pct=50))
     assert record.status == "ok", record.reason
-    assert record.prompt_padded_tokens == 0 and record.aggregate_decode_tok_s == pytest.approx(3 * record.decode_tok_s)
+    lengths = row_lengths(record.prompt_tokens, 3, 50)
+    assert record.prompt_padded_tokens == 3 * record.prompt_tokens - sum(lengths) > 0
+    assert record.aggregate_decode_tok_s == pytest.approx(3 * record.decode_tok_s)
+
+
+def test_the_fast_backend_refuses_an_uneven_batch_under_flash_attn(loaded):
+    """flash-attn's decode kernel cannot skip a row's leading columns (a CPU has no flash-attn: its config stands in)."""
+    flash = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"))
+    assert "needs attn sdpa" in padding_reason(flash)
+    assert padding_reason(loaded[1].model) is None
+
+
+def test_a_padded_row_counts_rope_positions_from_its_first_prompt_column(loaded):
+    """RoPE scores depend on relative positions only, so the comparison above cannot see an absolute shift;
+    the row still takes the positions it has alone, as transformers gives it, so its rounding is the same."""
+    from playground.fast.forward import rope_at
+    from playground.fast.state import allocate
+
+    config, lm, *_ = loaded
+    state = allocate(lm.model, 2, 8, padded=True)
+    state.start.copy_(torch.tensor([0, 3]))
+    cos, sin = rope_at(state, torch.arange(3, 6))
+    assert torch.equal(cos[0, 0], state.cos[3:6]) and torch.equal(cos[1, 0], state.cos[0:3])
+    assert torch.equal(sin[1, 0], state.sin[0:3])

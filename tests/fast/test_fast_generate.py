@@ -239,9 +239,10 @@ def test_unsupported_models_and_settings_are_refused_with_a_reason(llama):
     assert unsupported_reason(windowed, total_tokens=16) is None
     assert "sliding-window" in unsupported_reason(windowed, total_tokens=17)
     assert "needs CUDA" in unsupported_reason(llama, compile_mode="reduce-overhead")
-    with pytest.raises(ValueError, match="padded"):
-        fast_generate(llama, input_ids=torch.tensor([[5, 6, 7]]), attention_mask=torch.tensor([[0, 1, 1]]),
-                      max_new_tokens=2)
+    for mask in ([[1, 1, 0]], [[0, 0, 0]], [[1, 0, 1]]):  # right padding, nothing to read, a hole
+        with pytest.raises(ValueError, match="left padding only"):
+            fast_generate(llama, input_ids=torch.tensor([[5, 6, 7]]), attention_mask=torch.tensor(mask),
+                          max_new_tokens=2)
     with pytest.raises(ValueError, match="top_k"):
         fast_generate(llama, input_ids=torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=True, top_k=50)
 

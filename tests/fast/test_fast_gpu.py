@@ -41,6 +41,19 @@ def test_compiled_greedy_matches_eager_and_transformers_in_fp32(batch):
         assert torch.equal(eager.sequences, expected) and torch.equal(compiled.sequences, expected)
 
 
+def test_a_compiled_left_padded_batch_matches_transformers_in_fp32():
+    model = MODELS.get("tiny-random-llama", "cuda", "fp32", "sdpa")[0].model
+    ids = ids_for(model, 3, 40)
+    mask = (torch.arange(40, device="cuda")[None] >= torch.tensor([[0], [7], [25]], device="cuda")).long()
+    ids = ids.masked_fill(mask == 0, 0)
+    with torch.inference_mode():
+        expected = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=32,
+                                  min_new_tokens=32, pad_token_id=0)
+    compiled = fast_generate(model, input_ids=ids, attention_mask=mask, max_new_tokens=32, min_new_tokens=32,
+                             compile_mode="reduce-overhead")
+    assert compiled.past_key_values.padded and torch.equal(compiled.sequences, expected)
+
+
 def test_decode_step_replays_a_cuda_graph_and_is_reused_across_runs():
     model = MODELS.get("tiny-random-llama", "cuda", "bf16", "sdpa")[0].model
     counters.clear()
