@@ -25,13 +25,15 @@ def test_artifacts_are_kept_per_graph_setting_not_per_prompt(monkeypatch, tmp_pa
 
 
 def _warm(tmp_path: Path, inductor_dir: str) -> str:
-    """`python -m playground warm` in a fresh process with its own empty inductor cache: only the artifacts carry."""
+    """`python -m playground warm` in a fresh process with its own empty inductor cache: only the artifacts carry.
+
+    A crash shows every thread's Python stack (faulthandler) and what the process had printed."""
     env = dict(os.environ, PLAYGROUND_COMPILE_CACHE=str(tmp_path / "artifacts"),
-               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / inductor_dir))
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / inductor_dir), PYTHONFAULTHANDLER="1")
     result = subprocess.run([sys.executable, "-m", "playground", "warm", "tiny-random-llama", "--compile", "default",
                              "--cache-impl", "static", "--new-tokens", "4"], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.returncode == 0, f"stdout: {result.stdout[-1000:]}\nstderr: {result.stderr[-4000:]}"
     return result.stdout
 
 
