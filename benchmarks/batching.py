@@ -3,10 +3,11 @@
 Decode is bandwidth-bound at batch 1: each step reads every weight to make one token. A batch of B
 sequences reads the weights once per step for B tokens, so aggregate tok/s climbs with B while each
 sequence's inter-token latency grows slowly, until the KV cache (which grows with every sequence and
-every token) fills the GPU. This sweeps batch sizes on each backend (uniform prompt lengths, so the
-fast backend's static cache runs them; transformers' static cache and compiled step is its best anchor),
-then, on CUDA, searches for the largest batch that really runs and prints it beside the memory
-pre-flight's prediction (`playground.memory`, `record.max_batch_predicted`).
+every token) fills the GPU. This sweeps batch sizes on each backend (transformers' static cache and
+compiled step is the fast backend's anchor), with uniform prompts or, with `--length-spread`, uneven
+ones left-padded to the longest, so the padded share and what it costs show. Then, on CUDA, it
+searches for the largest batch that really runs and prints it beside the memory pre-flight's
+prediction (`playground.memory`, `record.max_batch_predicted`).
 
 Every row is an engine run (`run(config)`). The search turns the pre-flight's refusal off, so it finds
 the real limit rather than the prediction; a probe that runs out of memory is an `error` record.
@@ -30,14 +31,14 @@ from playground.presets import PRESETS
 from playground.record import RunRecord, environment
 
 TARGETS = {8: 1_500, 64: 6_000}  # fast backend, aggregate decode tok/s, Llama-3.1-8B shape, bf16, H200
-HEADER = ("backend", "batch", "TTFT ms", "tok/s per sequence", "tok/s all sequences", "ITL p50 ms", "peak MB",
+HEADER = ("backend", "batch", "padded %", "TTFT ms", "tok/s per sequence", "tok/s all sequences", "ITL p50 ms", "peak MB",
           "KV MB", "KV B/token config / held", "predicted max batch")
 
 
 def row(record: RunRecord) -> tuple[str, ...]:
     if record.status != "ok":
         return (record.backend, str(record.batch_size), f"{record.status}: {record.reason}")
-    return (record.backend, str(record.batch_size), f"{record.ttft_ms:,.1f}", f"{record.decode_tok_s:,.1f}",
+    return (record.backend, str(record.batch_size), f"{record.padding_pct or 0:.0f}", f"{record.ttft_ms:,.1f}", f"{record.decode_tok_s:,.1f}",
             f"{record.aggregate_decode_tok_s:,.1f} ± {record.aggregate_decode_tok_s_std or 0:,.1f}",
             f"{record.itl_ms_p50:.2f}", f"{record.peak_mem_mb:,.0f}", f"{record.kv_cache_mb:,.1f}",
             f"{record.kv_bytes_per_token:,} / {record.kv_bytes_per_token_measured:,.0f}",
@@ -79,7 +80,7 @@ def largest_batch(probe: Callable[[int], RunRecord], start: int, tolerance: floa
 def configs(args: argparse.Namespace) -> dict[str, RunConfig]:
     """The fast backend and transformers' best anchor: both static caches, same compile mode."""
     base = RunConfig(model=args.model, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
-                     repeats=args.repeats, warmup=1, dtype=args.dtype, device=args.device, compile=args.compile,
+                     length_spread_pct=args.length_spread, repeats=args.repeats, warmup=1, dtype=args.dtype, device=args.device, compile=args.compile,
                      cache_impl="static")
     return {backend: base.replace(backend=backend, attn=args.fast_attn if backend == "fast" else "sdpa")
             for backend in args.backend.split(",")}
@@ -121,6 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fast-attn", default="sdpa")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--length-spread", type=int, default=0,
+                        help="prompt length spread %%: row i keeps a prefix of 100 - spread x i/(batch-1) %% (0: uniform)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--search", choices=("auto", "on", "off"), default="auto",
                         help="search for the largest batch that runs (auto: on CUDA only, where memory runs out)")
@@ -128,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chart", help="also write the throughput-latency and memory charts as HTML here")
     args = parser.parse_args(argv)
     env = environment()
-    print(f"{args.model}, prompt {args.prompt_tokens}, {args.new_tokens} new tokens, uniform lengths, 1 warm-up + "
+    lengths = f"lengths spread {args.length_spread}%" if args.length_spread else "uniform lengths"
+    print(f"{args.model}, prompt {args.prompt_tokens}, {args.new_tokens} new tokens, {lengths}, 1 warm-up + "
           f"{args.repeats} repeats, dtype {args.dtype}, compile {args.compile}, fast attn {args.fast_attn}; "
           f"{env['device_name']}, torch {env['torch']}, commit {env['project_commit']}\n", flush=True)
     records: list[RunRecord] = []

@@ -41,12 +41,15 @@ def test_the_search_stops_at_a_failure_that_is_not_memory():
         largest_batch(refused, 8)
 
 
-def test_a_cpu_sweep_prints_every_row_and_the_prediction(capsys, tmp_path):
+def test_a_cpu_sweep_of_uneven_prompts_prints_every_row_its_padding_and_the_prediction(capsys, tmp_path):
     chart = tmp_path / "batching.html"
     main(["--prompt-tokens", "4", "--new-tokens", "3", "--repeats", "1", "--batch-sizes", "1,2", "--device", "cpu",
-          "--chart", str(chart)])
+          "--length-spread", "50", "--chart", str(chart)])
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith(("| fast |", "| transformers |"))]
     assert len(rows) == 4 and all("error" not in r and "invalid" not in r for r in rows), out
+    padded = {tuple(cell.strip() for cell in r.split("|")[1:4]) for r in rows}  # rows [4, 2] tokens: 2 of 8 padded
+    assert padded == {(backend, batch, pct) for backend in ("fast", "transformers")
+                      for batch, pct in (("1", "0"), ("2", "25"))}, out
     assert "largest batch: predicted fast" in out and "target" not in out  # the H200 targets print on CUDA only
     assert chart.read_text().count("plotly") > 2
