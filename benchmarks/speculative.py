@@ -10,14 +10,15 @@ Ideal speedup, from the speculative run's own counts and times (all measured, no
     ideal = τ · T / (T + D)
 where τ is tokens per target step (target forward passes counted), T is one plain decode step (1 / plain
 decode tok/s, the A side), and D is the draft's time per target step (time inside the draft model's forward
-over decode, per step; 0 for prompt lookup, whose n-gram search runs no model). It is the speedup if
+over decode, per step; for prompt lookup, which runs no model, the fast backend's n-gram search on the host,
+and 0 under transformers, which does not time it). It is the speedup if
 verifying a step's drafts cost one plain step and nothing else cost time; measured / ideal says how much
 the rest (verifying k+1 positions, cache cropping, transformers' assisted-generation loop) takes back.
 
     python -m benchmarks.speculative                       # CPU: stdlib-llama-tiny with stdlib-llama-draft
     python -m benchmarks.speculative --rounds 3 --draft-tokens 2,4
     python -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16   # CUDA: the fast
-        # backend's compiled draft and verify steps (prompt lookup is transformers-only and is skipped there)
+        # backend's compiled draft and verify steps, and its verify step under prompt lookup
     python -m benchmarks.speculative --target DIR ...      # another target for the shipped draft, e.g. a deeper
         # one trained on the same corpus and tokenizer (`bash benchmarks/h200.sh spec-trained OUT`)
 

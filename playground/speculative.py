@@ -38,7 +38,8 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("none", "none (one target step per token)", backends=backends.NAMES),
     Method("draft", "draft model (a small model proposes)", draft_model=True,
            backends=("transformers", "fast"), compiled_backends=("fast",)),
-    Method("prompt_lookup", "prompt lookup (n-grams from the prompt)"),
+    Method("prompt_lookup", "prompt lookup (n-grams from the prompt)", backends=("transformers", "fast"),
+           compiled_backends=("fast",)),
 )}
 NAMES = tuple(REGISTRY)
 

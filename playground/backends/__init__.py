@@ -58,7 +58,7 @@ class Backend(Protocol):
 class Drafting:
     drafted: tuple[int, ...]  # drafts each target step verified (0 for the prefill)
     draft_s: float  # time in the draft's work during decode
-    draft_calls: int  # draft forward passes
+    draft_calls: int  # draft forward passes (prompt lookup on the fast backend: its searches)
 
 
 def get(name: str) -> Backend:

@@ -23,9 +23,10 @@ def unsupported(config: RunConfig, lm: LoadedModel, total_tokens: int) -> str | 
 def generate(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int, streamer,
              stopping_criteria: Sequence) -> FastOutput:
     kwargs = generate_kwargs(config, lm, input_ids, new_tokens)
-    if config.spec == "draft":
+    if config.spec != "none":
         del kwargs["attention_mask"], kwargs["top_k"], kwargs["top_p"]
-        return speculative_generate(lm.model, lm.draft.model, **kwargs, draft_tokens=config.draft_tokens,
+        draft = lm.draft.model if config.spec == "draft" else None  # None: prompt lookup
+        return speculative_generate(lm.model, draft, **kwargs, draft_tokens=config.draft_tokens,
                                     streamer=streamer, stopping_criteria=stopping_criteria,
                                     compile_mode=config.compile)
     return fast_generate(lm.model, **kwargs, streamer=streamer, stopping_criteria=stopping_criteria,
@@ -48,6 +49,9 @@ def compiled(config: RunConfig, lm: LoadedModel) -> str:
     if config.compile == AOT:
         return ("decode step: exported (torch.export) and compiled ahead of time (AOTInductor) by the fast backend, "
                 "the package kept in the compile cache; prefill eager")
+    if config.spec == "prompt_lookup":
+        return (f"the target's verify step over {config.draft_tokens + 1} tokens: torch.compile(mode={config.compile}, "
+                "fullgraph=True) by the fast backend, replayed as one CUDA graph; prefill eager; lookup on the host")
     if config.spec == "draft":
         return (f"draft's decode step and the target's verify step over {config.draft_tokens + 1} tokens: "
                 f"torch.compile(mode={config.compile}, fullgraph=True) by the fast backend, each replayed as one "

@@ -1,17 +1,21 @@
-"""Speculative decoding on the fast decoder: a draft model proposes k tokens, the target checks them in one pass.
+"""Speculative decoding on the fast decoder: k proposed tokens, checked by the target in one pass.
 
 At batch 1 a target step costs about the same for one token as for k + 1 (it reads every weight
-once either way), so each accepted draft is a token for the price of a draft step. A round:
+once either way), so each accepted draft is a token for the price of proposing it. Proposals come
+from a draft model or, with no model at all, from prompt lookup (`NgramIndex`). A round:
 
-1. the draft runs k decode steps from the last accepted token (`decode_one_token`, compiled and
-   replayed like the fast backend's own step), writing its proposals d1..dk into its token buffer;
-2. the proposals are copied after the last token in the target's buffer, and `forward_chunk` runs
-   those k + 1 tokens through the target at once, writing their k/v;
+1. the proposer drafts d1..dk after the last accepted token: the draft model runs k decode steps
+   (`decode_one_token`, compiled and replayed like the fast backend's own step); prompt lookup
+   copies the tokens that followed the latest n-gram's first earlier occurrence, on the host;
+2. the proposals are written after the last token in the target's buffer, and `forward_chunk` runs
+   those k + 1 tokens through the target at once, writing their k/v (a lookup that finds fewer
+   than k tokens fills the rest, which are never accepted: the chunk keeps one compiled shape);
 3. greedy: the longest prefix of drafts equal to the target's own argmax is accepted, and the
    target's token after it is appended, so the output equals non-speculative greedy decoding token
    for token. Sampling: each draft is accepted with probability min(1, p/q) and a rejection is
-   resampled from max(0, p - q), which leaves the output distributed as the target's own;
-4. rollback is a position: both static caches keep their stale entries past the accepted tokens,
+   resampled from max(0, p - q), which leaves the output distributed as the target's own (a lookup's
+   q is all on its token);
+4. rollback is a position: the static caches keep their stale entries past the accepted tokens,
    which no later step sees (attention masks by position) and the next round overwrites.
 
 The host reads the accepted count back once a round; everything else stays on the device.
@@ -36,8 +40,8 @@ from playground.fast.state import StaticState, cache_len_for, mark_static, state
 class SpeculativeOutput(FastOutput):
     drafted: list[int] = field(default_factory=list)  # drafts each target step verified (0 for the prefill)
     accepted: list[int] = field(default_factory=list)  # drafts each target step accepted
-    draft_s: float = 0.0  # time in the draft's decode steps
-    draft_calls: int = 0  # the draft's decode steps
+    draft_s: float = 0.0  # time in the draft's decode steps (prompt lookup: in its searches, on the host)
+    draft_calls: int = 0  # the draft's decode steps (prompt lookup: its searches)
 
 
 def compiled_verify(model, state: StaticState, compile_mode: str, n: int) -> Callable:
@@ -91,12 +95,106 @@ def _masked(logits: torch.Tensor, state: StaticState) -> torch.Tensor:
     return logits.masked_fill(state.eos_mask & (positions < state.eos_until)[:, None], float("-inf"))
 
 
+class NgramIndex:
+    """Prompt lookup's proposals: after the latest n tokens (n from `max_ngram` down to 1), the tokens that
+    followed their first earlier occurrence in the prompt and output so far.
+
+    Each n-gram's first position is indexed as tokens arrive, so a lookup costs a few dict reads however
+    long the sequence, where a scan would cost the host time a short GPU step does not leave it."""
+
+    def __init__(self, tokens: list[int], max_ngram: int = 2) -> None:
+        self.tokens: list[int] = []
+        self.first: dict[tuple[int, ...], int] = {}
+        self.max_ngram = max_ngram
+        self.extend(tokens)
+
+    def extend(self, new: list[int]) -> None:
+        for token in new:
+            self.tokens.append(token)
+            end = len(self.tokens)
+            for n in range(1, min(self.max_ngram, end) + 1):
+                self.first.setdefault(tuple(self.tokens[end - n:]), end - n)
+
+    def propose(self, k: int) -> list[int]:
+        for n in range(min(self.max_ngram, len(self.tokens) - 1), 0, -1):
+            start = self.first[tuple(self.tokens[-n:])]
+            if start + n < len(self.tokens):  # an earlier occurrence, not the latest n tokens themselves
+                return self.tokens[start + n: start + n + k]
+        return []
+
+
+Proposal = tuple[torch.Tensor, int, torch.Tensor | None]  # drafts (k,), how many are proposals, their q
+
+
+class _DraftModel:
+    """Proposals from a draft model decoding in its own static cache, one round behind the target's tokens."""
+
+    def __init__(self, draft, state: StaticState, step: Callable, clock: _DraftClock) -> None:
+        self.draft, self.state, self.step, self.clock = draft, state, step, clock
+        self.calls = 0
+
+    def start(self, ids: torch.Tensor, first: torch.Tensor, sample: bool) -> None:
+        prefill(self.draft, self.state, ids, sample)
+        self.state.tokens[:, ids.shape[1]] = first  # the draft continues from the target's token, not its own
+
+    def propose(self, pos: int, k: int, sample: bool, temperature: float) -> Proposal:
+        """(drafts (k,), how many of them are proposals, the distributions they were sampled from or None)."""
+        small = self.state
+        self.clock.start()
+        small.finished.zero_()  # a drafted EOS would pad the draft's later proposals for good
+        probs = []
+        for _ in range(k):
+            _, logits = self.step(self.draft, small, sample)
+            if sample:  # the distribution the draft sampled from: EOS masked as select_token did
+                masked = logits[0].masked_fill(small.eos_mask & (small.pos - 1 < small.eos_until), float("-inf"))
+                probs.append(torch.softmax(masked / temperature, dim=-1))
+        self.clock.stop()
+        self.calls += k
+        return small.tokens[0, pos + 1: pos + k + 1].clone(), k, torch.stack(probs) if sample else None
+
+    def advance(self, pos: int, n: int, k: int, new: list[int], sample: bool) -> None:
+        """Past the n accepted drafts, then the target's token. The draft has cached positions up to
+        pos + k - 1; when every draft was accepted it has not seen the last one, so it runs one more step."""
+        small = self.state
+        if n == k:
+            small.pos.fill_(pos + k)
+            self.clock.start()
+            self.step(self.draft, small, sample)
+            self.clock.stop()
+            self.calls += 1
+        small.pos.fill_(pos + n + 1)
+        small.tokens[0, pos + n + 1] = new[-1]
+
+
+class _PromptLookup:
+    """Proposals copied from the sequence itself (`NgramIndex`), on the host: no model, no device work."""
+
+    def __init__(self, clock: _DraftClock) -> None:
+        self.clock, self.calls = clock, 0
+        self.index: NgramIndex | None = None
+
+    def start(self, ids: torch.Tensor, first: torch.Tensor, sample: bool) -> None:
+        self.index = NgramIndex(ids[0].tolist() + [int(first[0])])
+
+    def propose(self, pos: int, k: int, sample: bool, temperature: float) -> Proposal:
+        self.clock.start()
+        found = self.index.propose(k)
+        self.clock.stop()
+        self.calls += 1
+        drafts = torch.tensor(found + [found[-1] if found else self.index.tokens[-1]] * (k - len(found)))
+        return drafts, len(found), None
+
+    def advance(self, pos: int, n: int, k: int, new: list[int], sample: bool) -> None:
+        self.index.extend(new)
+
+
 def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_tokens: int, draft_tokens: int,
                          min_new_tokens: int | None = None, do_sample: bool = False, temperature: float | None = None,
                          streamer=None, stopping_criteria: Sequence[Callable] | None = None,
                          compile_mode: str = "off", eos_token_id: int | list[int] | None = None,
                          pad_token_id: int | None = None) -> SpeculativeOutput:
-    """Generate one sequence with `draft` proposing `draft_tokens` tokens per target step.
+    """Generate one sequence, `draft_tokens` proposed per target step by the `draft` model, or by prompt
+    lookup when `draft` is None.
 
     `streamer.put` gets the prompt, then each target step's accepted drafts and the target's own
     token together as a (1, m) tensor, as transformers' assisted generation hands them over.
@@ -114,54 +212,46 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
     out = SpeculativeOutput(sequences=input_ids, past_key_values=None, state_reused=False)
 
     fused_layers(model)
-    fused_layers(draft)
     with torch.inference_mode():
         target, reused = state_cache(model).get(model, 1, cache_len)
-        small, _ = state_cache(draft).get(draft, 1, cache_len)
-        for state in (target, small):
-            _reset(state, eos, prompt_len + (min_new_tokens or 0) - 1, pad, temp)
-        _, draft_step = compiled_steps(draft, small, compile_mode, compile_prefill=False)
+        _reset(target, eos, prompt_len + (min_new_tokens or 0) - 1, pad, temp)
+        clock = _DraftClock(target.tokens.device)
+        proposer = _PromptLookup(clock) if draft is None else _draft_model(draft, cache_len, clock, compile_mode,
+                                                                           eos, prompt_len + (min_new_tokens or 0) - 1,
+                                                                           pad, temp)
         verify = compiled_verify(model, target, compile_mode, k + 1)
         if streamer is not None:
             streamer.put(input_ids.cpu())
         ids = input_ids.to(target.tokens.device)
         first, _ = prefill(model, target, ids, do_sample)
-        prefill(draft, small, ids, do_sample)
-        small.tokens[:, prompt_len] = first  # the draft continues from the target's token, not its own
+        proposer.start(ids, first, do_sample)
         tokens = [int(first[0])]
         pos = prompt_len  # where the last kept token sits: the host's copy of `target.pos`, never read back
         out.drafted.append(0)
         out.accepted.append(0)
         if not _emit(tokens, streamer, criteria, eos, target, prompt_len + 1):
-            clock = _DraftClock(target.tokens.device)
             while len(tokens) < max_new_tokens:
-                clock.start()
-                small.finished.zero_()  # a drafted EOS would pad the draft's later proposals for good
-                draft_probs = []
-                for _ in range(k):
-                    _, logits = draft_step(draft, small, do_sample)
-                    if do_sample:  # the distribution the draft sampled from: EOS masked as select_token did
-                        masked = logits[0].masked_fill(small.eos_mask & (small.pos - 1 < small.eos_until),
-                                                       float("-inf"))
-                        draft_probs.append(torch.softmax(masked / temp, dim=-1))
-                clock.stop()
-                out.draft_calls += k
-                drafts = small.tokens[0, pos + 1: pos + k + 1].clone()
+                drafts, m, draft_probs = proposer.propose(pos, k, do_sample, temp)
+                drafts = drafts.to(target.tokens.device)
                 target.tokens[0, pos + 1: pos + k + 1] = drafts
-                logits = _masked(verify(model, target)[0], target)
-                kept, token = (_accept_sampled(drafts, torch.stack(draft_probs), logits, temp) if do_sample
-                               else _accept_greedy(drafts, logits))
+                logits = _masked(verify(model, target)[0], target)[: m + 1]
+                if do_sample:
+                    q = draft_probs if draft_probs is not None else _one_hot(drafts[:m], logits.shape[-1])
+                    kept, token = _accept_sampled(drafts[:m], q, logits, temp)
+                else:
+                    kept, token = _accept_greedy(drafts[:m], logits)
                 n, new = len(kept), kept + [token]
-                if _advance(draft, small, draft_step, target, pos, n, k, token, do_sample, clock):
-                    out.draft_calls += 1
+                proposer.advance(pos, n, k, new, do_sample)
+                target.pos.fill_(pos + n + 1)
+                target.tokens[0, pos + n + 1] = token
                 pos += n + 1
-                out.drafted.append(k)
+                out.drafted.append(m)
                 out.accepted.append(n)
                 new = new[: max_new_tokens - len(tokens)]
                 tokens += new
                 if _emit(new, streamer, criteria, eos, target, prompt_len + len(tokens)):
                     break
-            out.draft_s = clock.seconds()
+        out.draft_s, out.draft_calls = clock.seconds(), proposer.calls
         tokens = _until_eos(tokens, eos)
         if streamer is not None:
             streamer.end()
@@ -170,23 +260,18 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
     return out
 
 
-def _advance(draft, small: StaticState, draft_step: Callable, target: StaticState, pos: int, n: int, k: int,
-             token: int, sample: bool, clock: _DraftClock) -> bool:
-    """Move both positions past the n accepted drafts and put the target's token after them in both buffers.
+def _draft_model(draft, cache_len: int, clock: _DraftClock, compile_mode: str, eos: list[int], eos_until: int,
+                 pad: int, temperature: float) -> _DraftModel:
+    fused_layers(draft)
+    small, _ = state_cache(draft).get(draft, 1, cache_len)
+    _reset(small, eos, eos_until, pad, temperature)
+    _, step = compiled_steps(draft, small, compile_mode, compile_prefill=False)
+    return _DraftModel(draft, small, step, clock)
 
-    The draft has cached positions up to pos + k - 1; when every draft was accepted it has not yet seen
-    the last one, so it runs one more step before continuing from the target's token. Returns whether it did.
-    """
-    if n == k:
-        small.pos.fill_(pos + k)
-        clock.start()
-        draft_step(draft, small, sample)
-        clock.stop()
-    small.pos.fill_(pos + n + 1)
-    small.tokens[0, pos + n + 1] = token
-    target.pos.fill_(pos + n + 1)
-    target.tokens[0, pos + n + 1] = token
-    return n == k
+
+def _one_hot(drafts: torch.Tensor, vocab: int) -> torch.Tensor:
+    """A lookup's proposal distribution: all of its mass on the token it copied."""
+    return torch.nn.functional.one_hot(drafts, vocab).float()
 
 
 def _emit(new: list[int], streamer, criteria: Sequence[Callable], eos: list[int], state: StaticState,

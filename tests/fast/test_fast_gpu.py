@@ -183,9 +183,11 @@ def test_compiled_decoding_runs_on_a_thread_other_than_the_first_compiler():
     assert torch.equal(there["ids"], fast_generate(model, input_ids=ids, max_new_tokens=8, min_new_tokens=8).sequences)
 
 
+@pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
 @pytest.mark.parametrize("attn", ["sdpa", "flash_attention_2"])
-def test_compiled_speculative_decoding_keeps_the_plain_greedy_tokens(attn):
-    """The draft's decode step and the target's verify step, both compiled and replayed, on the shipped pair.
+def test_compiled_speculative_decoding_keeps_the_plain_greedy_tokens(attn, method):
+    """The draft's decode step (or prompt lookup's host search) and the target's verify step, compiled and
+    replayed, on the shipped pair.
 
     In fp32 the tokens equal plain greedy decoding. flash-attn runs only in half precision, where verifying
     k + 1 positions at once runs other kernels than one-token steps and a near-tie can round either way;
@@ -204,7 +206,8 @@ def test_compiled_speculative_decoding_keeps_the_plain_greedy_tokens(attn):
     ids = lm.tokenizer(GROUNDED_PROMPT, return_tensors="pt")["input_ids"].cuda()
     plain = fast_generate(lm.model, input_ids=ids, max_new_tokens=48, eos_token_id=[], compile_mode="reduce-overhead")
     for _ in range(2):  # the second call replays the graphs the first one captured
-        spec = speculative_generate(lm.model, lm.draft.model, input_ids=ids, max_new_tokens=48, draft_tokens=4,
+        draft = lm.draft.model if method == "draft" else None
+        spec = speculative_generate(lm.model, draft, input_ids=ids, max_new_tokens=48, draft_tokens=4,
                                     eos_token_id=[], compile_mode="reduce-overhead")
         assert sum(spec.accepted) > 0
         if dtype == "fp32":

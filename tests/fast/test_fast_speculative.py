@@ -9,7 +9,7 @@ import torch
 from playground.config import RunConfig
 from playground.engine import run
 from playground.fast.generate import fast_generate
-from playground.fast.speculative import speculative_generate
+from playground.fast.speculative import NgramIndex, speculative_generate
 from playground.loader import ModelCache
 from playground.speculative import GROUNDED_PROMPT
 from tests.test_speculative import CHI2_999, SAMPLES, VOCAB, _chi2, _tiny_llama
@@ -23,40 +23,56 @@ def pair():
     return lm
 
 
+@pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
 @pytest.mark.parametrize("k", [1, 3, 6])
-def test_greedy_tokens_equal_plain_fast_decode(pair, k):
+def test_greedy_tokens_equal_plain_fast_decode(pair, k, method):
     ids = pair.tokenizer(GROUNDED_PROMPT, return_tensors="pt")["input_ids"]
     plain = fast_generate(pair.model, input_ids=ids, max_new_tokens=40, eos_token_id=[])
-    spec = speculative_generate(pair.model, pair.draft.model, input_ids=ids, max_new_tokens=40, draft_tokens=k,
-                                eos_token_id=[])
+    draft = pair.draft.model if method == "draft" else None
+    spec = speculative_generate(pair.model, draft, input_ids=ids, max_new_tokens=40, draft_tokens=k, eos_token_id=[])
     assert spec.sequences.tolist() == plain.sequences.tolist()
     assert sum(spec.accepted) > 0, "no draft was accepted: the comparison would prove nothing"
     assert len(spec.accepted) < 40  # fewer target steps than tokens
     assert all(0 <= n <= d for n, d in zip(spec.accepted, spec.drafted))
 
 
-def test_eos_and_min_new_tokens_end_the_run_where_plain_decode_does(pair):
+@pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
+def test_eos_and_min_new_tokens_end_the_run_where_plain_decode_does(pair, method):
     ids = pair.tokenizer("def main():\n", return_tensors="pt")["input_ids"]
     eos = pair.tokenizer("\n", add_special_tokens=False)["input_ids"][-1:]  # written often: stands in for EOS
+    draft = pair.draft.model if method == "draft" else None
     for min_new in (0, 5):
         plain = fast_generate(pair.model, input_ids=ids, max_new_tokens=30, eos_token_id=eos, min_new_tokens=min_new)
-        spec = speculative_generate(pair.model, pair.draft.model, input_ids=ids, max_new_tokens=30, draft_tokens=4,
+        spec = speculative_generate(pair.model, draft, input_ids=ids, max_new_tokens=30, draft_tokens=4,
                                     eos_token_id=eos, min_new_tokens=min_new)
         assert spec.sequences.tolist() == plain.sequences.tolist()
         assert spec.sequences.shape[1] - ids.shape[1] < 30 and spec.sequences[0, -1].item() in eos
 
 
-def test_the_engine_records_what_the_fast_backend_drafted():
+@pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
+def test_the_engine_records_what_the_fast_backend_drafted(method):
     base = RunConfig(model="stdlib-llama-tiny", prompt=GROUNDED_PROMPT, new_tokens=30, repeats=1, warmup=0,
                      cache_impl="static", backend="fast", profile_kernels=False)
-    plain, spec = run(base), run(base.replace(spec="draft", draft_tokens=3))
+    plain, spec = run(base), run(base.replace(spec=method, draft_tokens=3))
     assert (plain.status, spec.status) == ("ok", "ok"), spec.reason
-    assert spec.output_ids == plain.output_ids and spec.spec_effective == "draft"
+    assert spec.output_ids == plain.output_ids and spec.spec_effective == method
     assert 0 < spec.acceptance_rate <= 1 and spec.tokens_per_step > 1 and 0 < spec.draft_share_pct < 100
 
 
-def test_sampled_tokens_follow_the_target_not_the_draft():
-    """The second token is the first one speculation picks: its marginal over the first must be the target's."""
+def test_prompt_lookup_copies_what_followed_the_first_earlier_occurrence_of_the_latest_ngram():
+    assert NgramIndex([1, 2, 3, 9, 1, 2]).propose(3) == [3, 9, 1]  # "1 2" seen before: what came after it
+    assert NgramIndex([4, 2, 3, 7, 2]).propose(2) == [3, 7]  # no earlier "7 2": the latest token alone
+    assert NgramIndex([1, 2, 3, 4]).propose(2) == [] and NgramIndex([5]).propose(2) == []
+    index = NgramIndex([1, 2, 3, 1, 2, 8])
+    assert index.propose(2) == []
+    index.extend([1, 2])
+    assert index.propose(4) == [3, 1, 2, 8]  # the first occurrence, not the latest one
+
+
+@pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
+def test_sampled_tokens_follow_the_target_not_the_proposals(method):
+    """The second token is the first one speculation picks: its marginal over the first must be the target's.
+    Prompt lookup copies from the prompt and the draft model proposes its own choice: neither may show through."""
     target, draft = _tiny_llama(0), _tiny_llama(1)
     prompt = torch.tensor([[3, 5, 6, 3, 5]])
     with torch.inference_mode():
@@ -64,11 +80,15 @@ def test_sampled_tokens_follow_the_target_not_the_draft():
         then = [torch.cat([prompt, torch.tensor([[t]])], 1) for t in range(VOCAB)]
         p = sum(first[t] * torch.softmax(target(then[t]).logits[0, -1], -1) for t in range(VOCAB))
         q = sum(first[t] * torch.softmax(draft(then[t]).logits[0, -1], -1) for t in range(VOCAB))
+        if method == "prompt_lookup":  # what always accepting the lookup's first proposal would give
+            proposed = [NgramIndex(then[t][0].tolist()).propose(1) for t in range(VOCAB)]
+            q = sum(first[t] * (torch.nn.functional.one_hot(torch.tensor(proposed[t][0]), VOCAB) if proposed[t]
+                                else torch.softmax(target(then[t]).logits[0, -1], -1)) for t in range(VOCAB))
     counts = torch.zeros(VOCAB)
     torch.manual_seed(1234)
     for _ in range(SAMPLES):
-        out = speculative_generate(target, draft, input_ids=prompt, max_new_tokens=2, draft_tokens=2, do_sample=True,
-                                   temperature=1.0, eos_token_id=[], pad_token_id=0)
+        out = speculative_generate(target, draft if method == "draft" else None, input_ids=prompt, max_new_tokens=2,
+                                   draft_tokens=2, do_sample=True, temperature=1.0, eos_token_id=[], pad_token_id=0)
         counts[out.sequences[0, prompt.shape[1] + 1]] += 1
     assert _chi2(counts, p) < CHI2_999[VOCAB - 1]
     assert (q - p).abs().sum() > 0.3 and _chi2(counts, q) > 5 * CHI2_999[VOCAB - 1]  # the check could fail
