@@ -15,7 +15,8 @@ from playground.metrics import first_difference, means_differ, speedup
 from playground.record import RunRecord
 
 # The headline figures compared between A and B: name -> (record field, whether higher is better).
-HEADLINES = {"ttft": ("ttft_ms", False), "decode": ("decode_tok_s", True)}
+HEADLINES = {"ttft": ("ttft_ms", False), "decode": ("decode_tok_s", True),  # decode: one sequence's rate
+             "throughput": ("aggregate_decode_tok_s", True)}  # every sequence of the batch together
 
 
 def num(value: float | None, unit: str = "", std: float | None = None) -> str:

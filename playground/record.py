@@ -139,6 +139,13 @@ class RunRecord:
     @property
     def name(self) -> str:
         """A short label that says what ran: the user's label, else the backend and the settings that matter."""
+        if self.label or self.batch_size == 1:
+            return self.setting_name
+        return f"{self.setting_name} batch {self.batch_size}"
+
+    @property
+    def setting_name(self) -> str:
+        """`name` without the batch: what a batch sweep's runs share, one chart series each."""
         if self.label:
             return self.label
         cache = f"cache {self.cache_impl}" if self.use_cache else "no cache"
@@ -147,7 +154,9 @@ class RunRecord:
         spec = "" if self.spec == "none" else f" spec:{self.spec}"
         split = {"none": "", "device_map": " device_map", "tp": f" tp×{self.config.get('devices')}"}.get(
             self.config.get("parallel", "none"), "")
-        return f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype}{quant} {cache}{comp}{spec}{split}"
+        spread = f" spread {self.config['length_spread_pct']}%" if self.config.get("length_spread_pct") else ""
+        return (f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype}{quant} {cache}{comp}{spec}{split}"
+                f"{spread}")
 
 
 _FIELDS = {f.name for f in dataclasses.fields(RunRecord)}

@@ -30,12 +30,15 @@ def test_checklist_reads_eval_and_inference_mode_from_the_run():
 
 
 def test_comparison_gives_identical_tokens_speedups_and_noise_verdicts():
-    a = make_record(ttft_ms=20.0, ttft_ms_std=0.1, decode_tok_s=100.0, decode_tok_s_std=1.0)
-    b = make_record(ttft_ms=10.0, ttft_ms_std=0.1, decode_tok_s=50.0, decode_tok_s_std=1.0, output_ids=[5, 6, 9])
+    a = make_record(ttft_ms=20.0, ttft_ms_std=0.1, decode_tok_s=100.0, decode_tok_s_std=1.0,
+                    aggregate_decode_tok_s=100.0, aggregate_decode_tok_s_std=1.0)
+    b = make_record(ttft_ms=10.0, ttft_ms_std=0.1, decode_tok_s=50.0, decode_tok_s_std=1.0, output_ids=[5, 6, 9],
+                    batch_size=8, aggregate_decode_tok_s=400.0, aggregate_decode_tok_s_std=4.0)
     assert diagnostics.comparison(a, b) == {
         "comparable": True, "identical": False, "first_difference": 2,
         "ttft_speedup_b_over_a": 2.0, "ttft_beyond_noise": True,
-        "decode_speedup_b_over_a": 0.5, "decode_beyond_noise": True}
+        "decode_speedup_b_over_a": 0.5, "decode_beyond_noise": True,  # each sequence slower,
+        "throughput_speedup_b_over_a": 4.0, "throughput_beyond_noise": True}  # the batch faster
     one = make_record(repeats=1)
     assert diagnostics.speedup_of(one, one, "decode") == (1.0, None)  # one repeat: no noise estimate
 

@@ -142,7 +142,7 @@ def _by_setting(records: list[RunRecord]) -> dict[str, list[RunRecord]]:
     """A batch sweep's finished runs, one series per setting apart from the batch size, in batch order."""
     series: dict[str, list[RunRecord]] = {}
     for rec in sorted((r for r in records if r.status == "ok" and r.decode_tok_s), key=lambda r: r.batch_size):
-        series.setdefault(rec.name, []).append(rec)
+        series.setdefault(rec.setting_name, []).append(rec)
     return series
 
 

@@ -111,11 +111,34 @@ def _memory(rec: RunRecord) -> str:
     return f"{num(rec.peak_mem_mb, 'MB')} <span class='dim'>({kind})</span>"
 
 
+def _batch(rec: RunRecord) -> str:
+    """How many sequences ran together, and how much of their prompts was left padding."""
+    if rec.prompt_padded_tokens is None:  # records of older engines
+        return str(rec.batch_size)
+    positions = rec.prompt_real_tokens + rec.prompt_padded_tokens
+    padding = (f"{rec.prompt_padded_tokens:,} of {positions:,} prompt positions are left padding "
+               f"({num(rec.padding_pct, '%')})" if rec.prompt_padded_tokens else "no padding")
+    return f"{rec.batch_size} sequence{'s' if rec.batch_size > 1 else ''} · {padding}"
+
+
+def _kv_per_token(rec: RunRecord) -> str:
+    """KV bytes one position costs by the model config, against what the cache held per position computed."""
+    if rec.kv_bytes_per_token is None:
+        return "—"
+    return (f"{rec.kv_bytes_per_token:,} B by the config / {num(rec.kv_bytes_per_token_measured, 'B')} held"
+            + (f" <span class='dim'>· about {rec.max_batch_predicted:,} sequences of this length fit</span>"
+               if rec.max_batch_predicted else ""))
+
+
 METRIC_ROWS = (
     ("TTFT (prefill)", lambda r: num(r.ttft_ms, "ms", r.ttft_ms_std)),
     ("Prefill compute", lambda r: num(r.prefill_tflop_s, "TFLOP/s") + (
         " <span class='dim'>useful FLOPs ÷ TTFT</span>" if r.prefill_tflop_s else "")),
-    ("Decode throughput", lambda r: num(r.decode_tok_s, "tok/s", r.decode_tok_s_std)),
+    ("Decode throughput", lambda r: num(r.decode_tok_s, "tok/s", r.decode_tok_s_std)
+     + (" <span class='dim'>per sequence</span>" if r.batch_size > 1 else "")),
+    ("Decode, all sequences", lambda r: num(r.aggregate_decode_tok_s, "tok/s", r.aggregate_decode_tok_s_std)),
+    ("Batch", _batch),
+    ("KV bytes per token", _kv_per_token),
     ("ITL p50 / p90 / p99", lambda r: " / ".join(num(x) for x in (r.itl_ms_p50, r.itl_ms_p90, r.itl_ms_p99)) + " ms"),
     ("End-to-end", lambda r: num(r.e2e_ms, "ms", r.e2e_ms_std)),
     ("Tokens: prompt → generated", lambda r: f"{r.prompt_tokens} → {r.tokens_generated}"),
@@ -135,7 +158,8 @@ METRIC_ROWS = (
     ("Speculative decoding", lambda r: _speculation(r)),
     ("Ran as", lambda r: escape(f"{r.attn_effective} · {r.dtype_effective} · {r.device_effective}")),
 )
-SPEEDUP_ROWS = {"TTFT (prefill)": "ttft", "Decode throughput": "decode"}  # metric row -> diagnostics headline
+SPEEDUP_ROWS = {"TTFT (prefill)": "ttft", "Decode throughput": "decode",  # metric row -> diagnostics headline
+                "Decode, all sequences": "throughput"}
 
 
 def _other_load(rec: RunRecord) -> str:

@@ -47,6 +47,22 @@ def test_metrics_table_shows_units_kernels_and_speedup_column():
         assert text in html
 
 
+def test_a_batch_shows_its_throughput_against_one_sequence_its_padding_and_kv_bytes():
+    one = make_record(1, aggregate_decode_tok_s=200.0, aggregate_decode_tok_s_std=5.0, prompt_real_tokens=8,
+                      prompt_padded_tokens=0, padding_pct=0.0, kv_bytes_per_token=4096,
+                      kv_bytes_per_token_measured=4096.0)
+    eight = make_record(2, batch_size=8, decode_tok_s=150.0, aggregate_decode_tok_s=1200.0,
+                        aggregate_decode_tok_s_std=40.0, prompt_real_tokens=40, prompt_padded_tokens=24,
+                        padding_pct=37.5, kv_bytes_per_token=4096, kv_bytes_per_token_measured=4096.0,
+                        max_batch_predicted=900, config={**one.config, "length_spread_pct": 60})
+    html = render.metrics_table({"A": one, "B": eight})
+    assert "B 6.00× faster" in html and "B 1.33× slower" in html  # the batch is faster, each sequence slower
+    assert "24 of 64 prompt positions are left padding (37.5 %)" in html and "1 sequence · no padding" in html
+    assert "4,096 B by the config / 4,096 B held" in html
+    assert "about 900 sequences of this length fit" in html
+    assert eight.name.endswith("spread 60% batch 8") and eight.setting_name.endswith("spread 60%")
+
+
 def test_summary_reports_identical_tokens_and_first_difference():
     panes = {s: Pane(s, "t") for s in "AB"}
     panes["A"].finish(make_record(1))
