@@ -3,7 +3,7 @@
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | spec-fast | spec-trained
-#          | batch-8b | warm | spread-1b
+#          | batch-8b | batch-8b-padded | warm | spread-1b
 #          | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
@@ -84,7 +84,7 @@ quant-1b)
 quant-matmul)  # each weight format's batch-1 projection alone
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape --formats none,int8,int4,fp8 \
         2>&1 | tee "$out/quant_matmul_8b.txt" ;;
-spec-fast)  # the fast backend's compiled draft and verify steps on the shipped pair
+spec-fast)  # the fast backend's compiled verify step under prompt lookup, and with the draft's steps on the shipped pair
   python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --draft-tokens 4 \
         --rounds 3 --prompts 4 2>&1 | tee "$out/speculative_fast.txt" ;;
 spec-trained)  # a deeper target (16 layers, ~0.2 B parameters) trained here on the shipped corpus and tokenizer,
@@ -99,6 +99,12 @@ batch-8b)  # batch sweep, largest batch predicted against found
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
         --fast-attn flash_attention_2 --batch-sizes 1,8,64 --output "$out/batching_8b.json" \
         --chart "$out/batching_8b.html" 2>&1 | tee "$out/batching_8b.txt" ;;
+batch-8b-padded)  # what left padding costs the fast backend (sdpa: flash-attn takes no padding), uniform then uneven
+  for spread in 0 50; do
+    python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead --backend fast \
+          --fast-attn sdpa --batch-sizes 8,64 --length-spread $spread --search off \
+          --output "$out/batching_8b_spread$spread.json" 2>&1 | tee "$out/batching_8b_spread$spread.txt"
+  done ;;
 spread-1b)  # one 1B step compiled by three processes: two cold ones (each tunes anew), then one warm from the
   # second's caches; each lists every kernel of its step with its launch shape, so two compiles' kernels can be compared
   caches=$(mktemp -d)
