@@ -38,7 +38,8 @@ HEADER = ("backend", "batch", "padded %", "TTFT ms", "tok/s per sequence", "tok/
 def row(record: RunRecord) -> tuple[str, ...]:
     if record.status != "ok":
         return (record.backend, str(record.batch_size), f"{record.status}: {record.reason}")
-    return (record.backend, str(record.batch_size), f"{record.padding_pct or 0:.0f}", f"{record.ttft_ms:,.1f}", f"{record.decode_tok_s:,.1f}",
+    return (record.backend, str(record.batch_size), f"{record.padding_pct or 0:.0f}", f"{record.ttft_ms:,.1f}",
+            f"{record.decode_tok_s:,.1f}",
             f"{record.aggregate_decode_tok_s:,.1f} ± {record.aggregate_decode_tok_s_std or 0:,.1f}",
             f"{record.itl_ms_p50:.2f}", f"{record.peak_mem_mb:,.0f}", f"{record.kv_cache_mb:,.1f}",
             f"{record.kv_bytes_per_token:,} / {record.kv_bytes_per_token_measured:,.0f}",
@@ -80,8 +81,8 @@ def largest_batch(probe: Callable[[int], RunRecord], start: int, tolerance: floa
 def configs(args: argparse.Namespace) -> dict[str, RunConfig]:
     """The fast backend and transformers' best anchor: both static caches, same compile mode."""
     base = RunConfig(model=args.model, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
-                     length_spread_pct=args.length_spread, repeats=args.repeats, warmup=1, dtype=args.dtype, device=args.device, compile=args.compile,
-                     cache_impl="static")
+                     length_spread_pct=args.length_spread, repeats=args.repeats, warmup=1, dtype=args.dtype,
+                     device=args.device, compile=args.compile, cache_impl="static")
     return {backend: base.replace(backend=backend, attn=args.fast_attn if backend == "fast" else "sdpa")
             for backend in args.backend.split(",")}
 
@@ -153,7 +154,8 @@ def main(argv: list[str] | None = None) -> None:
             save()
     print()
     cuda = bool(records) and records[0].device_effective == "cuda"
-    for line in targets(records) if cuda else ():  # the targets are an H200's; a CPU smoke run only runs
+    # the targets are an H200's, for uniform prompts; a CPU smoke run or an uneven batch only runs
+    for line in targets(records) if cuda and not args.length_spread else ():
         print(line)
     searching = args.search == "on" or (args.search == "auto" and cuda)
     for backend, config in configs(args).items() if searching else ():

@@ -1,13 +1,13 @@
 """`python -m playground`: the bench CLI, ended without the interpreter's teardown.
 
-Everything a command produces (printed lines, the history store's rows, compile artifacts) is
-written before `main` returns. What follows in a normal exit is torch's teardown: Python stops
-daemon threads by unwinding them (some sit in torch's C++ code) and C++ static destructors run,
-among them the profiler's, whose destruction order torch still fixes release by release. A `warm`
-child process died now and then on a 2-core CI machine with "terminate called without an active
-exception" after the last line it writes to stderr, the signature of a C++ thread torn down at
-exit; here it did not reproduce in 40 runs. A finished command should not end as a crash, so the
-process flushes and leaves.
+Every command writes what it produces before `main` returns: printed lines, the history store's
+rows (each committed as it is added), JSONL records (closed as the command ends) and compile
+artifacts. What a normal exit adds is torch's teardown: Python unwinds its daemon threads, some of
+which sit in torch's C++ code, and C++ static destructors run, the profiler's among them, whose
+exit-time order torch keeps fixing. A `warm` child process has died with "terminate called without
+an active exception" after the last line it writes to stderr, the mark of a C++ thread torn down at
+exit, so a finished command could end as a crash. The process therefore flushes and leaves: no atexit handler runs after `main`, so a command
+must never leave work to one.
 """
 
 import logging

@@ -61,8 +61,8 @@ class StepCounts:
 
     drafted: tuple[int, ...]
     emitted: tuple[int, ...]
-    draft_s: float  # seconds inside the draft model's forward during decode (after the first token)
-    draft_calls: int  # draft forward passes during decode
+    draft_s: float  # seconds drafting during decode (the draft model's forward, or the fast backend's lookup)
+    draft_calls: int  # draft forward passes (or prompt-lookup searches) during decode
     decode_s: float  # first token to last
 
     @property
@@ -78,8 +78,8 @@ class StepCounts:
 class Speculation:
     acceptance_rate: float | None  # accepted drafts / drafted, over all passes
     tokens_per_step: float  # tokens emitted / target steps, over all passes
-    draft_share_pct: float | None  # draft forward time / decode time, over all passes
-    draft_step_ms: float | None  # mean time of one draft forward pass
+    draft_share_pct: float | None  # drafting time / decode time, over all passes
+    draft_step_ms: float | None  # mean time of one draft forward pass (or lookup search)
 
 
 def speculation(passes: list[StepCounts]) -> Speculation:

@@ -79,8 +79,8 @@ class RunRecord:
     accepted_tokens: int | None = None  # drafts they accepted: tokens_generated = target_steps + accepted_tokens
     acceptance_rate: float | None = None  # accepted / drafted over the steady repeats
     tokens_per_step: float | None = None  # tokens generated per target step over the steady repeats
-    draft_share_pct: float | None = None  # time in the draft model's forward / decode time
-    draft_step_ms: float | None = None  # one draft forward pass, mean
+    draft_share_pct: float | None = None  # time drafting / decode time (draft model's forward, or lookup's search)
+    draft_step_ms: float | None = None  # one draft forward pass (or one prompt-lookup search), mean
     # cold start: model load, then the first call (compiles when compile is on)
     load_s: float | None = None
     model_reused: bool | None = None

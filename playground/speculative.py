@@ -7,7 +7,7 @@ draft is a token that cost no target step of its own. Greedy output is unchanged
 with sampling, transformers' acceptance rule keeps the target's distribution.
 
 An entry says what a method needs (a draft model), which backends take it, and its UI wording. The
-config's choices and refusals, the transformers backend and the UI read it. No torch at import.
+config's choices and refusals, the backends and the UI read it. No torch at import.
 """
 
 from __future__ import annotations

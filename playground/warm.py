@@ -24,7 +24,8 @@ from torch._dynamo.utils import counters
 from playground.config import RunConfig
 
 CACHE_ENV = "PLAYGROUND_COMPILE_CACHE"
-# the settings that change what a compiled run traces; prompt text and lengths within a cache bucket do not
+# the settings that change what a compiled run traces, with whether the batch is left-padded (`artifact_path`);
+# prompt text, lengths within a cache bucket and how uneven a padded batch is do not
 GRAPH_SETTINGS = ("model", "backend", "compile", "dtype", "attn", "quant", "spec", "draft_tokens", "draft_model",
                   "batch_size", "use_cache", "cache_impl", "temperature")
 _loaded: set[Path] = set()  # artifact files already loaded into this process
@@ -37,7 +38,8 @@ def cache_dir() -> Path:
 def artifact_path(config: RunConfig, device_name: str) -> Path:
     """Where `config`'s artifacts live: one file per graph-changing setting set, torch version and device."""
     key = {name: getattr(config, name) for name in GRAPH_SETTINGS}
-    key.update(torch=torch.__version__, device=device_name)
+    key.update(padded=config.batch_size > 1 and config.length_spread_pct > 0, torch=torch.__version__,
+               device=device_name)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_dir() / f"{config.model.replace('/', '--')}-{config.backend}-{config.compile}-{digest}.bin"
 

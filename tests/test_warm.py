@@ -20,6 +20,10 @@ def test_artifacts_are_kept_per_graph_setting_not_per_prompt(monkeypatch, tmp_pa
     assert path.parent == tmp_path and path.name.startswith(f"{base.model}-transformers-default-")
     assert warm.artifact_path(base.replace(prompt="another prompt", new_tokens=7), "cpu") == path
     assert warm.artifact_path(base.replace(dtype="bf16"), "cpu") != path
+    batch = base.replace(batch_size=4)
+    assert warm.artifact_path(batch.replace(length_spread_pct=30), "cpu") != warm.artifact_path(batch, "cpu")
+    assert warm.artifact_path(batch.replace(length_spread_pct=30), "cpu") == warm.artifact_path(
+        batch.replace(length_spread_pct=60), "cpu")  # padded either way: the same graphs
     assert warm.artifact_path(base, "NVIDIA H200") != path
     assert not warm.load(tmp_path / "missing.bin")
 

@@ -11,10 +11,10 @@ Attention goes through `scaled_dot_product_attention`, so an `sdpa_kernel` conte
 kernel, unless the model was loaded with flash_attention_2: then flash-attn's kernels run (ops.py),
 and a decode step reads only the filled part of the cache. With SDPA, prefill starts at position 0
 of an empty cache and attends only to the prompt with `is_causal=True` (every SDPA backend takes
-that). A decode step attends to the whole cache with a boolean mask of the filled positions;
-grouped-query heads are handled by folding the query heads of a group into the query-length axis,
-(batch, heads, 1, d) -> (batch, kv_heads, group, d), so the cache is never repeated per head and
-any mask-capable backend can run it.
+that; a left-padded batch uses a mask, below). A decode step attends to the whole cache with a boolean mask of the filled positions. Under
+a mask, grouped-query heads are handled by folding the query heads of a group into the query axis
+(`masked_attention`), so the cache is never repeated per head and any mask-capable kernel runs it:
+SDPA's own `enable_gqa` runs only on the flash and math kernels on CUDA, and flash takes no mask.
 
 A batch of uneven prompts arrives left-padded, so every row's next token is in the same column. Its
 state is allocated as padded: each row's first prompt column (`state.start`) hides the padding from
@@ -42,7 +42,8 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (..., seq, head_dim) rotated by cos/sin (seq, head_dim); the same ops as transformers."""
+    """x (batch, heads, seq, head_dim) rotated by cos/sin (seq, head_dim), or per row (batch, 1, seq, head_dim);
+    the same ops as transformers."""
     return x * cos + rotate_half(x) * sin
 
 
@@ -58,6 +59,20 @@ def uses_flash_attn(config) -> bool:
     return config._attn_implementation == "flash_attention_2"
 
 
+def masked_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, visible: torch.Tensor,
+                     scale: float) -> torch.Tensor:
+    """SDPA of q (batch, heads, n, d) over keys and values (batch, kv_heads, L, d) where `visible` (batch or 1,
+    1, n, L) allows: (batch, heads, n, d). The query heads of a group are folded into the query axis,
+    (batch, heads, n, d) -> (batch, kv_heads, group * n, d), the mask repeated for each of them."""
+    batch, heads, n, head_dim = q.shape
+    group = heads // keys.shape[1]
+    if group > 1 and n > 1:  # one query row per head broadcasts as it is
+        visible = visible.unsqueeze(2).expand(-1, -1, group, -1, -1).reshape(visible.shape[0], 1, group * n, -1)
+    out = F.scaled_dot_product_attention(q.reshape(batch, keys.shape[1], group * n, head_dim), keys, values,
+                                         attn_mask=visible, scale=scale)
+    return out.reshape(batch, heads, n, head_dim)
+
+
 def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV,
                    visible: torch.Tensor | None = None) -> torch.Tensor:
     """Store the prompt's k/v at positions [0, seq) and attend causally within the prompt, or where `visible`
@@ -67,9 +82,10 @@ def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: 
     kv.values[:, :, :seq] = v
     if uses_flash_attn(attn.config):
         return fa2_prefill(q, k, v, attn.scaling).transpose(1, 2)
+    if visible is not None:
+        return masked_attention(q, k, v, visible, attn.scaling)
     gqa = {"enable_gqa": True} if attn.num_key_value_groups > 1 else {}
-    mask = {"is_causal": True} if visible is None else {"attn_mask": visible}
-    return F.scaled_dot_product_attention(q, k, v, scale=attn.scaling, **mask, **gqa)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.scaling, **gqa)
 
 
 def padded_prompt_mask(state: StaticState, seq: int) -> torch.Tensor:
@@ -99,10 +115,7 @@ def attend_decode_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     """Store one token's k/v at `pos` (1,) and attend to the cache where `visible`: (batch, heads, 1, d)."""
     kv.keys.index_copy_(2, pos, k)
     kv.values.index_copy_(2, pos, v)
-    batch, heads, _, head_dim = q.shape
-    grouped = q.reshape(batch, kv.keys.shape[1], -1, head_dim)  # query heads of a group as query rows
-    out = F.scaled_dot_product_attention(grouped, kv.keys, kv.values, attn_mask=visible, scale=attn.scaling)
-    return out.reshape(batch, heads, 1, head_dim)
+    return masked_attention(q, kv.keys, kv.values, visible, attn.scaling)
 
 
 def attend_decode_flash(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV, pos: torch.Tensor,
@@ -141,8 +154,7 @@ def attend_chunk_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
     """Store n tokens' k/v at `positions` (n,) and attend to the cache where `visible` (1, 1, n, cache_len)."""
     kv.keys.index_copy_(2, positions, k)
     kv.values.index_copy_(2, positions, v)
-    gqa = {"enable_gqa": True} if attn.num_key_value_groups > 1 else {}
-    return F.scaled_dot_product_attention(q, kv.keys, kv.values, attn_mask=visible, scale=attn.scaling, **gqa)
+    return masked_attention(q, kv.keys, kv.values, visible, attn.scaling)
 
 
 def chunk_attention(model, state: StaticState, positions: torch.Tensor):

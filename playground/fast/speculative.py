@@ -18,7 +18,8 @@ from a draft model or, with no model at all, from prompt lookup (`NgramIndex`). 
 4. rollback is a position: the static caches keep their stale entries past the accepted tokens,
    which no later step sees (attention masks by position) and the next round overwrites.
 
-The host reads the accepted count back once a round; everything else stays on the device.
+The host reads the accepted count back once a round; a draft model's work stays on the device, while prompt
+lookup's proposals are found on the host and copied over, k token ids a round.
 """
 
 from __future__ import annotations
@@ -129,9 +130,13 @@ Proposal = tuple[torch.Tensor, int, torch.Tensor | None]  # drafts (k,), how man
 class _DraftModel:
     """Proposals from a draft model decoding in its own static cache, one round behind the target's tokens."""
 
-    def __init__(self, draft, state: StaticState, step: Callable, clock: _DraftClock) -> None:
-        self.draft, self.state, self.step, self.clock = draft, state, step, clock
+    def __init__(self, draft, state: StaticState, step: Callable) -> None:
+        self.draft, self.state, self.step = draft, state, step
+        self.clock = _DraftClock(state.tokens.device)
         self.calls = 0
+
+    def seconds(self) -> float:
+        return self.clock.seconds()
 
     def start(self, ids: torch.Tensor, first: torch.Tensor, sample: bool) -> None:
         prefill(self.draft, self.state, ids, sample)
@@ -167,21 +172,26 @@ class _DraftModel:
 
 
 class _PromptLookup:
-    """Proposals copied from the sequence itself (`NgramIndex`), on the host: no model, no device work."""
+    """Proposals copied from the sequence itself (`NgramIndex`), on the host: no model. Its time is the host's
+    search and the drafts' copy to the device, on the host's clock (the device has nothing to do with it)."""
 
-    def __init__(self, clock: _DraftClock) -> None:
-        self.clock, self.calls = clock, 0
+    def __init__(self, device: torch.device) -> None:
+        self.device, self.calls, self.spent = device, 0, 0.0
         self.index: NgramIndex | None = None
+
+    def seconds(self) -> float:
+        return self.spent
 
     def start(self, ids: torch.Tensor, first: torch.Tensor, sample: bool) -> None:
         self.index = NgramIndex(ids[0].tolist() + [int(first[0])])
 
     def propose(self, pos: int, k: int, sample: bool, temperature: float) -> Proposal:
-        self.clock.start()
+        began = time.perf_counter()
         found = self.index.propose(k)
-        self.clock.stop()
+        filler = [found[-1] if found else self.index.tokens[-1]] * (k - len(found))
+        drafts = torch.tensor(found + filler, device=self.device)
+        self.spent += time.perf_counter() - began
         self.calls += 1
-        drafts = torch.tensor(found + [found[-1] if found else self.index.tokens[-1]] * (k - len(found)))
         return drafts, len(found), None
 
     def advance(self, pos: int, n: int, k: int, new: list[int], sample: bool) -> None:
@@ -215,10 +225,8 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
     with torch.inference_mode():
         target, reused = state_cache(model).get(model, 1, cache_len)
         _reset(target, eos, prompt_len + (min_new_tokens or 0) - 1, pad, temp)
-        clock = _DraftClock(target.tokens.device)
-        proposer = _PromptLookup(clock) if draft is None else _draft_model(draft, cache_len, clock, compile_mode,
-                                                                           eos, prompt_len + (min_new_tokens or 0) - 1,
-                                                                           pad, temp)
+        proposer = (_PromptLookup(target.tokens.device) if draft is None else
+                    _draft_model(draft, cache_len, compile_mode, eos, prompt_len + (min_new_tokens or 0) - 1, pad, temp))
         verify = compiled_verify(model, target, compile_mode, k + 1)
         if streamer is not None:
             streamer.put(input_ids.cpu())
@@ -232,7 +240,6 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
         if not _emit(tokens, streamer, criteria, eos, target, prompt_len + 1):
             while len(tokens) < max_new_tokens:
                 drafts, m, draft_probs = proposer.propose(pos, k, do_sample, temp)
-                drafts = drafts.to(target.tokens.device)
                 target.tokens[0, pos + 1: pos + k + 1] = drafts
                 logits = _masked(verify(model, target)[0], target)[: m + 1]
                 if do_sample:
@@ -251,7 +258,7 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
                 tokens += new
                 if _emit(new, streamer, criteria, eos, target, prompt_len + len(tokens)):
                     break
-        out.draft_s, out.draft_calls = clock.seconds(), proposer.calls
+        out.draft_s, out.draft_calls = proposer.seconds(), proposer.calls
         tokens = _until_eos(tokens, eos)
         if streamer is not None:
             streamer.end()
@@ -260,13 +267,13 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
     return out
 
 
-def _draft_model(draft, cache_len: int, clock: _DraftClock, compile_mode: str, eos: list[int], eos_until: int,
-                 pad: int, temperature: float) -> _DraftModel:
+def _draft_model(draft, cache_len: int, compile_mode: str, eos: list[int], eos_until: int, pad: int,
+                 temperature: float) -> _DraftModel:
     fused_layers(draft)
     small, _ = state_cache(draft).get(draft, 1, cache_len)
     _reset(small, eos, eos_until, pad, temperature)
     _, step = compiled_steps(draft, small, compile_mode, compile_prefill=False)
-    return _DraftModel(draft, small, step, clock)
+    return _DraftModel(draft, small, step)
 
 
 def _one_hot(drafts: torch.Tensor, vocab: int) -> torch.Tensor:

@@ -1,8 +1,8 @@
 """Static decode state: every tensor a decode step reads or writes, allocated once per shape.
 
 A CUDA graph replays fixed addresses, so the KV cache, the token buffer, the position counter and
-the sampling settings all live in tensors allocated here once per (batch, length, dtype, device)
-and updated in place. A step then has no inputs that change between calls: nothing is copied
+the sampling settings all live in tensors allocated here once per (batch, length, padded, dtype,
+device) and updated in place. A step then has no inputs that change between calls: nothing is copied
 into the graph before a replay. Compiled functions are kept with the state they were traced on,
 so a new shape never replays a graph that points at freed memory.
 """

@@ -1,16 +1,13 @@
 """Left padding with its attention mask must not change what any row generates: each row of an uneven batch
 gives the greedy ids of its prompt run alone (the shipped model, whose ids vary; a random one repeats a token)."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
 from playground import backends
 from playground.backends.request import attention_mask, generate_kwargs, pad_token_id, padded_batch, row_lengths
-from playground.config import ConfigError, RunConfig
+from playground.config import RunConfig
 from playground.engine import MODELS, prompt_ids, run
-from playground.fast import padding_reason
 
 PROMPT = "Once upon a time, in a data centre far away, a tiny GPU dreamed of"
 BASE = dict(model="stdlib-llama-tiny", device="cpu", dtype="fp32", prompt=PROMPT, new_tokens=12, repeats=1,
@@ -90,11 +87,16 @@ def test_the_fast_backend_records_an_uneven_batch_from_its_own_cache():
     assert record.aggregate_decode_tok_s == pytest.approx(3 * record.decode_tok_s)
 
 
-def test_the_fast_backend_refuses_an_uneven_batch_under_flash_attn(loaded):
-    """flash-attn's decode kernel cannot skip a row's leading columns (a CPU has no flash-attn: its config stands in)."""
-    flash = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"))
-    assert "needs attn sdpa" in padding_reason(flash)
-    assert padding_reason(loaded[1].model) is None
+def test_the_fast_backend_refuses_an_uneven_batch_under_flash_attn(loaded, monkeypatch):
+    """flash-attn's decode kernel cannot skip a row's leading columns. A CPU has no flash-attn, so the loaded
+    model's config says it was loaded with it."""
+    config, lm, *_ = loaded
+    fast = backends.get("fast")
+    uneven = config.replace(**FAST)
+    assert fast.unsupported(uneven, lm, 64) is None
+    monkeypatch.setattr(lm.model.config, "_attn_implementation", "flash_attention_2")
+    assert "needs attn sdpa" in fast.unsupported(uneven, lm, 64)
+    assert fast.unsupported(uneven.replace(length_spread_pct=0), lm, 64) is None
 
 
 def test_a_padded_row_counts_rope_positions_from_its_first_prompt_column(loaded):

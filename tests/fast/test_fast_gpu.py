@@ -41,17 +41,22 @@ def test_compiled_greedy_matches_eager_and_transformers_in_fp32(batch):
         assert torch.equal(eager.sequences, expected) and torch.equal(compiled.sequences, expected)
 
 
-def test_a_compiled_left_padded_batch_matches_transformers_in_fp32():
-    model = MODELS.get("tiny-random-llama", "cuda", "fp32", "sdpa")[0].model
-    ids = ids_for(model, 3, 40)
-    mask = (torch.arange(40, device="cuda")[None] >= torch.tensor([[0], [7], [25]], device="cuda")).long()
-    ids = ids.masked_fill(mask == 0, 0)
-    with torch.inference_mode():
-        expected = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=32,
-                                  min_new_tokens=32, pad_token_id=0)
-    compiled = fast_generate(model, input_ids=ids, attention_mask=mask, max_new_tokens=32, min_new_tokens=32,
-                             compile_mode="reduce-overhead")
-    assert compiled.past_key_values.padded and torch.equal(compiled.sequences, expected)
+def test_a_compiled_left_padded_batch_gives_each_row_what_its_prompt_gives_alone_in_fp32():
+    """The shipped model, whose ids vary (a random one repeats a token, which a broken mask would not change)."""
+    from playground.speculative import GROUNDED_PROMPT
+
+    lm = MODELS.get("stdlib-llama-tiny", "cuda", "fp32", "sdpa")[0]
+    ids = lm.tokenizer(GROUNDED_PROMPT, return_tensors="pt")["input_ids"].cuda()
+    lengths = [ids.shape[1], ids.shape[1] - 9, ids.shape[1] - 25]
+    alone = [fast_generate(lm.model, input_ids=ids[:, :n], max_new_tokens=24, min_new_tokens=24,
+                           compile_mode="reduce-overhead").sequences[0, n:].tolist() for n in lengths]
+    batch = torch.stack([torch.cat([ids.new_zeros(ids.shape[1] - n), ids[0, :n]]) for n in lengths])
+    mask = (torch.arange(ids.shape[1], device="cuda")[None] >= torch.tensor(
+        [ids.shape[1] - n for n in lengths], device="cuda")[:, None]).long()
+    out = fast_generate(lm.model, input_ids=batch, attention_mask=mask, max_new_tokens=24, min_new_tokens=24,
+                        compile_mode="reduce-overhead")
+    assert out.past_key_values.padded and len({tuple(row) for row in alone}) > 1
+    assert out.sequences[:, ids.shape[1]:].tolist() == alone
 
 
 def test_decode_step_replays_a_cuda_graph_and_is_reused_across_runs():
