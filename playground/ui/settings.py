@@ -297,6 +297,12 @@ def comparisons() -> dict[str, Comparison]:
                    _column(cache_impl="static", compile="reduce-overhead" if compiles else "off", backend="fast",
                            attn=fast_attn),
                    dict(warmup=1, new_tokens=128)),
+        Comparison("Batching: 1 vs 4 sequences",
+                   "B decodes 4 sequences together, their prompts running from the whole text down to half of it "
+                   "(left-padded): each step reads the weights once for all 4. 'Decode, all sequences' is the "
+                   "batch's rate, 'Decode throughput' one sequence's; the Batch and KV rows show the padding and "
+                   "what the cache holds. 'Sweep A's batch size' charts more sizes.",
+                   _column(), _column(batch_size=4, length_spread_pct=50), dict(new_tokens=64)),
         Comparison("Quantization: bf16 vs int4",
                    "int4 weight-only (torchao, group 128) reads a quarter of bf16's weight bytes, but decode only "
                    "gets faster if the matmul reads them packed: the kernels row says whether it did. Runs only on "
