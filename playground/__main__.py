@@ -6,8 +6,8 @@ artifacts. What a normal exit adds is torch's teardown: Python unwinds its daemo
 which sit in torch's C++ code, and C++ static destructors run, the profiler's among them, whose
 exit-time order torch keeps fixing. A `warm` child process has died with "terminate called without
 an active exception" after the last line it writes to stderr, the mark of a C++ thread torn down at
-exit, so a finished command could end as a crash. The process therefore flushes and leaves: no atexit handler runs after `main`, so a command
-must never leave work to one.
+exit, so a finished command could end as a crash. The process therefore flushes and leaves: no
+atexit handler runs after `main`, so a command must never leave work to one.
 """
 
 import logging

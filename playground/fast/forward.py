@@ -11,10 +11,11 @@ Attention goes through `scaled_dot_product_attention`, so an `sdpa_kernel` conte
 kernel, unless the model was loaded with flash_attention_2: then flash-attn's kernels run (ops.py),
 and a decode step reads only the filled part of the cache. With SDPA, prefill starts at position 0
 of an empty cache and attends only to the prompt with `is_causal=True` (every SDPA backend takes
-that; a left-padded batch uses a mask, below). A decode step attends to the whole cache with a boolean mask of the filled positions. Under
-a mask, grouped-query heads are handled by folding the query heads of a group into the query axis
-(`masked_attention`), so the cache is never repeated per head and any mask-capable kernel runs it:
-SDPA's own `enable_gqa` runs only on the flash and math kernels on CUDA, and flash takes no mask.
+that; a left-padded batch uses a mask, below). A decode step attends to the whole cache with a
+boolean mask of the filled positions. Under a mask, grouped-query heads are handled by folding
+the query heads of a group into the query axis (`masked_attention`), so the cache is never repeated
+per head and any mask-capable kernel runs it: SDPA's own `enable_gqa` runs only on the flash and
+math kernels on CUDA, and flash takes no mask.
 
 A batch of uneven prompts arrives left-padded, so every row's next token is in the same column. Its
 state is allocated as padded: each row's first prompt column (`state.start`) hides the padding from

@@ -156,10 +156,10 @@ def row_starts(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask == 0).sum(dim=1)
 
 
-def left_padding_mask(starts: torch.Tensor, width: int) -> torch.Tensor:
-    """(batch, width): 0 before each row's start, 1 from there on; a row may not be all padding."""
-    starts = torch.where(starts < width, starts, -1)  # an all-padding row yields a mask that cannot match
-    return (torch.arange(width, device=starts.device)[None, :] >= starts[:, None]).to(torch.long)
+def is_left_padding(attention_mask: torch.Tensor) -> bool:
+    """Each row 0s, then 1s to its last column: never decreasing, and the last column a 1."""
+    mask = attention_mask.long()  # a bool mask's diff would be an xor
+    return bool(((mask == 0) | (mask == 1)).all() and (mask.diff(dim=1) >= 0).all() and mask[:, -1].all())
 
 
 def _check_request(model, input_ids, attention_mask, max_new_tokens, min_new_tokens, do_sample, temperature,
@@ -174,7 +174,7 @@ def _check_request(model, input_ids, attention_mask, max_new_tokens, min_new_tok
     if attention_mask is not None:
         if attention_mask.shape != input_ids.shape:
             raise ValueError(f"attention_mask {tuple(attention_mask.shape)} must match input_ids {tuple(input_ids.shape)}")
-        if not bool((attention_mask == left_padding_mask(row_starts(attention_mask), input_ids.shape[1])).all()):
+        if not is_left_padding(attention_mask):
             raise ValueError("the fast backend takes left padding only: each row's mask must be zeros, then ones "
                              "to the end of the prompt, with at least one one")
         reason = padding_reason(model) if not bool(attention_mask.all()) else None

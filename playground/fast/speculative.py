@@ -222,11 +222,12 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
     out = SpeculativeOutput(sequences=input_ids, past_key_values=None, state_reused=False)
 
     fused_layers(model)
+    eos_until = prompt_len + (min_new_tokens or 0) - 1
     with torch.inference_mode():
         target, reused = state_cache(model).get(model, 1, cache_len)
-        _reset(target, eos, prompt_len + (min_new_tokens or 0) - 1, pad, temp)
-        proposer = (_PromptLookup(target.tokens.device) if draft is None else
-                    _draft_model(draft, cache_len, compile_mode, eos, prompt_len + (min_new_tokens or 0) - 1, pad, temp))
+        _reset(target, eos, eos_until, pad, temp)
+        proposer = (_PromptLookup(target.tokens.device) if draft is None
+                    else _draft_model(draft, cache_len, compile_mode, eos, eos_until, pad, temp))
         verify = compiled_verify(model, target, compile_mode, k + 1)
         if streamer is not None:
             streamer.put(input_ids.cpu())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from playground.attention import listed, loads_for, taken_by
 from playground.config import AOT
+from playground.fast.forward import uses_flash_attn
 from playground.fast.fuse import fusable_reason
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
@@ -83,7 +84,7 @@ def padding_reason(model) -> str | None:
     flash-attn's decode kernel reads each row's cache from column 0 up to a length, so the padding at
     the front of a row would be attended.
     """
-    if getattr(model.config, "_attn_implementation", None) == "flash_attention_2":
+    if uses_flash_attn(model.config):
         return ("a batch of uneven prompts on the fast backend needs attn sdpa: flash-attn's decode kernel reads "
                 "each row's cache from its first column, where the left padding sits")
     return None
