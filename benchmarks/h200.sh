@@ -74,15 +74,15 @@ article-8b-nocompile)  # the 8B rows that need no compile (the compiled 8B row a
   bench --model llama-3.1-8b-shape --attn eager,sdpa,flash_attention_2 --dtype bf16 --prompt-tokens 8192 \
         "${common[@]}" --output "$out/article_8b_8192.jsonl" ;;
 quant-8b)  # weight-only quantization on the fast backend against its bf16 step, one call
-  python3 -m benchmarks.quantization --model llama-3.1-8b-shape --quant int8,int4 --dtype bf16 --backend fast \
-        --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
-        --output "$out/quant_8b_fast.json" 2>&1 | tee "$out/quant_8b_fast.txt" ;;
+  python3 -m benchmarks.quantization --model llama-3.1-8b-shape --quant int8-gemlite,int4-gemlite --dtype bf16 \
+        --backend fast --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 \
+        --repeats 3 --output "$out/quant_8b_fast.json" 2>&1 | tee "$out/quant_8b_fast.txt" ;;
 quant-1b)
-  python3 -m benchmarks.quantization --model llama-3.2-1b-shape --quant int4,int8 --dtype bf16 --backend fast \
+  python3 -m benchmarks.quantization --model llama-3.2-1b-shape --quant int4-gemlite,int8-gemlite --dtype bf16 --backend fast \
         --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
         --output "$out/quant_1b_fast.json" 2>&1 | tee "$out/quant_1b_fast.txt" ;;
 quant-matmul)  # each weight format's batch-1 projection alone
-  python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape --formats none,int8,int4,fp8 \
+  python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape \
         2>&1 | tee "$out/quant_matmul_8b.txt" ;;
 spec-fast)  # the fast backend's compiled verify step under prompt lookup, and with the draft's steps on the shipped pair
   python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --draft-tokens 4 \

@@ -6,8 +6,7 @@ bf16 matrix-vector product reaches; this times each format's linear alone, on th
 shapes of a model, compiled as the fast backend compiles its step (coordinate-descent tuning, a CUDA
 graph), and prints µs per call and the bandwidth achieved on the bytes the weight really holds.
 
-Formats are torchao configs: `playground.quantization`'s entries, plus torchao's gemlite-backed
-`UIntxWeightOnlyConfig` (Triton GEMV kernels for 4 and 8 bits, needs the gemlite package).
+Formats are `playground.quantization`'s entries (torchao configs; the gemlite ones need the gemlite package).
 
     python -m benchmarks.quant_matmul --model llama-3.1-8b-shape     # CUDA
 """
@@ -21,8 +20,6 @@ import torch
 from playground import quantization
 from playground.fast.generate import decode_compile_options
 from playground.presets import PRESETS, preset_config
-
-GEMLITE = {"int8-gemlite": dict(bit_width=8, group_size=None), "int4-gemlite": dict(bit_width=4, group_size=128)}
 
 
 def shapes(model: str) -> dict[str, tuple[int, int]]:
@@ -38,13 +35,7 @@ def shapes(model: str) -> dict[str, tuple[int, int]]:
 
 def quantized_linear(out_f: int, in_f: int, fmt: str) -> torch.nn.Linear:
     linear = torch.nn.Linear(in_f, out_f, bias=False, device="cuda", dtype=torch.bfloat16)
-    if fmt in GEMLITE:
-        import torchao.quantization
-        from torchao.prototype.quantization.quant_api import UIntxWeightOnlyConfig
-
-        torchao.quantization.quantize_(linear, UIntxWeightOnlyConfig(**GEMLITE[fmt], set_inductor_config=False))
-    else:
-        quantization.quantize(linear, fmt)
+    quantization.quantize(linear, fmt)
     return linear
 
 
@@ -70,7 +61,7 @@ def time_us(fn, x: torch.Tensor, iters: int = 200) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="llama-3.1-8b-shape")
-    parser.add_argument("--formats", default="none,int8,int4,fp8,int8-gemlite,int4-gemlite")
+    parser.add_argument("--formats", default=",".join(quantization.NAMES))
     parser.add_argument("--projections", default="qkv,o,gate_up,down,lm_head")
     args = parser.parse_args()
     options = decode_compile_options("max-autotune-no-cudagraphs", torch.bfloat16)

@@ -26,6 +26,8 @@ class Package(NamedTuple):
     distribution: str  # what pip installs and importlib.metadata reports
     module: str  # what transformers imports
     install: str  # the command that gets it
+    fits: tuple[str, ...] = ()  # version prefixes known to work here ("": any); another installed one is refused
+    misfit: str = ""  # why another version does not work, said with the refusal
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,12 @@ def _too_new(what: str, min_capability: tuple[int, int] | None, max_capability: 
 
 
 def _missing(package: Package | None, h: Host) -> str | None:
-    if package and (h.packages.get(package.distribution) is None or importlib.util.find_spec(package.module) is None):
+    if not package:
+        return None
+    version = h.packages.get(package.distribution)
+    if version is not None and package.fits and not version.startswith(package.fits):
+        return f"{package.distribution} {version} is installed, {package.misfit}: {package.install}"
+    if version is None or importlib.util.find_spec(package.module) is None:
         return f"{package.distribution} not installed: {package.install}"
     return None
 

@@ -37,8 +37,10 @@ FAMILY_PATTERNS = _compiled((
 # an int8 prefill as `aten::_weight_int8pack_mm`. A compiled step's matmuls are inductor's Triton reductions,
 # named after their aten ops and not their dtypes (`triton_red_fused__to_copy_mm_...` for bf16 and int8 alike):
 # those are proven by what they read (QUANT_POINTERS). On CPU torchao 0.18 runs int8 and fp8 weight-only as
-# `aten::_to_copy` (dequantize) then `aten::mm`: no family here, so a fallback.
+# `aten::_to_copy` (dequantize) then `aten::mm`: no family here, so a fallback. gemlite's are its custom op
+# and its Triton kernels (`gemv_INT_revsplitK_kernel`, `gemm_splitK_INT_kernel`, ...).
 QUANT_PATTERNS = _compiled((
+    ("gemlite-mm", r"gemlite::|^gem[mv]_\w*(INT|MX)\w*_kernel|^gemm_splitK_persistent_kernel"),
     ("int4-mm", r"mslk|_weight_int4pack_mm|tinygemm|int4.*(gemm|gemv|mm)"),
     ("int8-mm", r"_weight_int8pack_mm|int8.*(gemm|gemv|mm)|_int_mm"),
     ("fp8-mm", r"_scaled_mm|e4m3.*gemm|gemm.*e4m3|f8f8"),
@@ -52,7 +54,7 @@ TRITON_SOURCE = re.compile(r"'signature': \{(?P<signature>[^}]*)\}|\ndef (?P<ker
 READ_POINTER = re.compile(r"'in_(?:out_)?ptr\d+': '(\*\w+)'")
 # Every matmul op or kernel, recorded so a new kernel can be named after a run; the quantized ones above included.
 MATMUL = re.compile(r"^aten::(mm|addmm|bmm|matmul|linear)$|gemm|gemv|cutlass|cublas|mslk|_pack_mm|_int_mm|_scaled_mm"
-                    r"|int8|int4|fp8|e4m3|^triton_\w*_fused\w*_mm_")
+                    r"|int8|int4|fp8|e4m3|^triton_\w*_fused\w*_mm_|gemlite::")
 # Seen on the H200: after torch._dynamo's recompile limit (8 shapes) flex_attention stops compiling
 FLEX_UNFUSED = ("flex_attention compiles a kernel per input shape; past torch._dynamo's recompile limit it runs "
                 "unfused, materialising the full score matrix (a new process compiles it again)")

@@ -19,6 +19,11 @@ from dataclasses import dataclass
 from playground.attention import DTYPES, Package
 
 TORCHAO = Package("torchao", "torchao", "pip install torchao==0.18.0")
+# torchao 0.18's gemlite tensor unpacks three tensors from a packed layer; gemlite 0.6 hands over four
+GEMLITE = Package("gemlite", "gemlite", "pip install gemlite==0.5.1.post1", fits=("0.5.",),
+                  misfit="torchao 0.18's gemlite layout takes gemlite 0.5 (0.6 packs a layer into four tensors, "
+                         "torchao unpacks three)")
+GEMLITE_CONFIG = "torchao.prototype.quantization.quant_api"  # where torchao 0.18 keeps UIntxWeightOnlyConfig
 BACKENDS = ("transformers", "fast")  # every generation backend: the fast one quantizes its fused projections too
 
 
@@ -27,8 +32,9 @@ class Quantization:
     name: str  # what a run asks for
     label: str  # UI wording
     bits: int | None  # bits per quantized weight, scales aside (None: the dtype's own width)
-    torchao: str = ""  # the torchao.quantization config class that makes it; "": nothing to do
+    torchao: str = ""  # the torchao config class that makes it; "": nothing to do
     options: tuple[tuple[str, object], ...] = ()  # keyword arguments of that class
+    module: str = "torchao.quantization"  # where that class lives
     devices: tuple[str, ...] = ("cpu", "cuda")
     dtypes: tuple[str, ...] = DTYPES  # the activation dtypes its kernels take
     min_capability: tuple[int, int] | None = None  # lowest CUDA compute capability
@@ -39,6 +45,10 @@ class Quantization:
 
 # int4 uses torchao's tile-packed layout, whose matmul is torch's own tinygemm kernel (`_weight_int4pack_mm`,
 # CUDA, bf16): torchao's default int4 layout needs the separate mslk-cuda kernel package instead.
+# The gemlite entries are torchao's bit-packed layout, multiplied by gemlite's Triton GEMV/GEMM kernels (one
+# custom op, so a compiled step keeps them). Timed alone on the H200 at batch 1 (benchmarks/quant_matmul.py):
+# int8 through gemlite reads its bytes at 2.6-4.2 TB/s against 2.3-3.4 for inductor's int8 matmul; neither int4
+# kernel passes about 2 TB/s. torchao's options keep inductor's global settings as the fast backend set them.
 REGISTRY: dict[str, Quantization] = {q.name: q for q in (
     Quantization("none", "none (the dtype's weights)", None),
     Quantization("int8", "int8 weight-only (torchao)", 8, "Int8WeightOnlyConfig", packages=(TORCHAO,),
@@ -48,6 +58,14 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
                  dtypes=("bf16",), packages=(TORCHAO,), families=frozenset({"int4-mm"})),
     Quantization("fp8", "fp8 e4m3 weight-only (torchao)", 8, "Float8WeightOnlyConfig", min_capability=(8, 9),
                  packages=(TORCHAO,), families=frozenset({"fp8-mm"})),
+    Quantization("int8-gemlite", "int8 weight-only (torchao, gemlite kernels)", 8, "UIntxWeightOnlyConfig",
+                 (("bit_width", 8), ("group_size", None), ("set_inductor_config", False)), GEMLITE_CONFIG,
+                 devices=("cuda",), dtypes=("fp16", "bf16"), packages=(TORCHAO, GEMLITE),
+                 families=frozenset({"gemlite-mm"})),
+    Quantization("int4-gemlite", "int4 weight-only, group 128 (torchao, HQQ, gemlite kernels)", 4,
+                 "UIntxWeightOnlyConfig", (("bit_width", 4), ("group_size", 128), ("set_inductor_config", False)),
+                 GEMLITE_CONFIG, devices=("cuda",), dtypes=("fp16", "bf16"), packages=(TORCHAO, GEMLITE),
+                 families=frozenset({"gemlite-mm"})),
 )}
 NAMES = tuple(REGISTRY)
 
@@ -64,6 +82,8 @@ def quantize(module, name: str) -> None:
     entry = REGISTRY[name]
     if not entry.torchao:
         return
+    import importlib
+
     import torchao.quantization
 
     embeddings = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None
@@ -72,7 +92,7 @@ def quantize(module, name: str) -> None:
     def plain_linear(m, _fqn: str) -> bool:
         return type(m).__name__ == "Linear" and not is_quantized(m.weight) and m.weight is not table
 
-    config = getattr(torchao.quantization, entry.torchao)(**dict(entry.options))
+    config = getattr(importlib.import_module(entry.module), entry.torchao)(**dict(entry.options))
     torchao.quantization.quantize_(module, config, filter_fn=plain_linear)
 
 

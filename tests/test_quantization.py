@@ -1,6 +1,7 @@
 """Weight quantization as a lever: the registry, the refusals with reasons, the real bytes, and int8 on CPU for real."""
 
 import dataclasses
+import importlib
 import re
 import types
 
@@ -25,7 +26,7 @@ def test_registry_and_setting_agree():
         assert set(q.backends) <= set(backends.NAMES)
         assert q.families <= families
         assert bool(q.torchao) == bool(q.families) == (q.bits is not None)
-        assert q.torchao == "" or hasattr(__import__("torchao.quantization").quantization, q.torchao)
+        assert q.torchao == "" or hasattr(importlib.import_module(q.module), q.torchao)
 
 
 def test_int4_needs_bf16_before_anything_loads():
@@ -38,6 +39,10 @@ def test_int4_needs_bf16_before_anything_loads():
     ("int4", dataclasses.replace(H200, packages={"torchao": None}), "torchao not installed: pip install torchao"),
     ("fp8", A100, "fp8 needs compute capability 8.9+, A100 has 8.0"),
     ("int8", dataclasses.replace(H200, packages={"torchao": None}), "torchao not installed: pip install torchao"),
+    ("int8-gemlite", None, "int8-gemlite needs a CUDA GPU"),
+    ("int4-gemlite", H200, "gemlite not installed: pip install gemlite==0.5.1.post1"),
+    ("int4-gemlite", dataclasses.replace(H200, packages={"torchao": "0.18.0", "gemlite": "0.6.0.post2"}),
+     "gemlite 0.6.0.post2 is installed, torchao 0.18's gemlite layout takes gemlite 0.5"),
 ])
 def test_host_refusals_name_the_reason(quant, host, reason):
     host = host or capabilities.host()
@@ -64,6 +69,9 @@ def test_quantized_bytes_are_the_inner_tensors():
     ("aten::_weight_int8pack_mm", "int8-mm"),
     ("aten::_weight_int4pack_mm", "int4-mm"),
     ("aten::_scaled_mm", "fp8-mm"),
+    ("gemlite::forward_functional", "gemlite-mm"),
+    ("gemv_INT_revsplitK_kernel", "gemlite-mm"),
+    ("gemm_splitK_INT_kernel", "gemlite-mm"),
     ("aten::mm", None),
 ])
 def test_quantized_matmul_families(name, family):

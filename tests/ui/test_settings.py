@@ -10,7 +10,7 @@ from playground.ui.settings import SharedSettings, check_column, comparisons, co
 
 
 def gpu_host(flash_attn: str | None) -> capabilities.Host:
-    packages = {dist: None for dist, _, _ in capabilities.FLASH_PACKAGES.values()} | {"flash-attn": flash_attn}
+    packages = {p.distribution: None for p in capabilities.FLASH_PACKAGES.values()} | {"flash-attn": flash_attn}
     return capabilities.Host(cuda=True, device_name="NVIDIA H200", capability=(9, 0), bf16=True, packages=packages)
 
 
