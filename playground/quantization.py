@@ -49,6 +49,8 @@ class Quantization:
 # custom op, so a compiled step keeps them). Timed alone on the H200 at batch 1 (benchmarks/quant_matmul.py):
 # int8 through gemlite reads its bytes at 2.6-4.2 TB/s against 2.3-3.4 for inductor's int8 matmul; neither int4
 # kernel passes about 2 TB/s. torchao's options keep inductor's global settings as the fast backend set them.
+# int4 through gemlite takes fp16 only: with bf16 activations its Triton GEMV failed to compile on the H200
+# ("Both operands must be same dtype. Got bf16 and fp16": HQQ's fp16 scales dequantize the weights to fp16).
 REGISTRY: dict[str, Quantization] = {q.name: q for q in (
     Quantization("none", "none (the dtype's weights)", None),
     Quantization("int8", "int8 weight-only (torchao)", 8, "Int8WeightOnlyConfig", packages=(TORCHAO,),
@@ -64,7 +66,7 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
                  families=frozenset({"gemlite-mm"})),
     Quantization("int4-gemlite", "int4 weight-only, group 128 (torchao, HQQ, gemlite kernels)", 4,
                  "UIntxWeightOnlyConfig", (("bit_width", 4), ("group_size", 128), ("set_inductor_config", False)),
-                 GEMLITE_CONFIG, devices=("cuda",), dtypes=("fp16", "bf16"), packages=(TORCHAO, GEMLITE),
+                 GEMLITE_CONFIG, devices=("cuda",), dtypes=("fp16",), packages=(TORCHAO, GEMLITE),
                  families=frozenset({"gemlite-mm"})),
 )}
 NAMES = tuple(REGISTRY)
