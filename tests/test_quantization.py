@@ -29,9 +29,10 @@ def test_registry_and_setting_agree():
         assert q.torchao == "" or hasattr(importlib.import_module(q.module), q.torchao)
 
 
-def test_int4_needs_bf16_before_anything_loads():
-    with pytest.raises(ConfigError, match="quant=int4 kernels take only bf16"):
-        RunConfig(prompt_tokens=8, quant="int4", dtype="fp32")
+@pytest.mark.parametrize("quant, dtype, takes", [("int4", "fp32", "bf16"), ("int4-gemlite", "bf16", "fp16")])
+def test_an_int4_kernel_refuses_other_activations_before_anything_loads(quant, dtype, takes):
+    with pytest.raises(ConfigError, match=f"quant={quant} kernels take only {takes}"):
+        RunConfig(prompt_tokens=8, quant=quant, dtype=dtype)
 
 
 @pytest.mark.parametrize("quant, host, reason", [
@@ -40,8 +41,8 @@ def test_int4_needs_bf16_before_anything_loads():
     ("fp8", A100, "fp8 needs compute capability 8.9+, A100 has 8.0"),
     ("int8", dataclasses.replace(H200, packages={"torchao": None}), "torchao not installed: pip install torchao"),
     ("int8-gemlite", None, "int8-gemlite needs a CUDA GPU"),
-    ("int4-gemlite", H200, "gemlite not installed: pip install gemlite==0.5.1.post1"),
-    ("int4-gemlite", dataclasses.replace(H200, packages={"torchao": "0.18.0", "gemlite": "0.6.0.post2"}),
+    ("int8-gemlite", H200, "gemlite not installed: pip install gemlite==0.5.1.post1"),
+    ("int8-gemlite", dataclasses.replace(H200, packages={"torchao": "0.18.0", "gemlite": "0.6.0.post2"}),
      "gemlite 0.6.0.post2 is installed, torchao 0.18's gemlite layout takes gemlite 0.5"),
 ])
 def test_host_refusals_name_the_reason(quant, host, reason):
