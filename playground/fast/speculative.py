@@ -5,8 +5,9 @@ once either way), so each accepted draft is a token for the price of proposing i
 from a draft model or, with no model at all, from prompt lookup (`NgramIndex`). A round:
 
 1. the proposer drafts d1..dk after the last accepted token: the draft model runs k decode steps
-   (`decode_one_token`, compiled and replayed like the fast backend's own step); prompt lookup
-   copies the tokens that followed the latest n-gram's first earlier occurrence, on the host;
+   (`decode_one_token`, compiled together into one replayed graph: a small draft's step is launch-bound,
+   so k launches would cost k times what one does); prompt lookup copies the tokens that followed the
+   latest n-gram's first earlier occurrence, on the host;
 2. the proposals are written after the last token in the target's buffer, and `forward_chunk` runs
    those k + 1 tokens through the target at once, writing their k/v (a lookup that finds fewer
    than k tokens fills the rest, which are never accepted: the chunk keeps one compiled shape);
@@ -18,8 +19,10 @@ from a draft model or, with no model at all, from prompt lookup (`NgramIndex`). 
 4. rollback is a position: the static caches keep their stale entries past the accepted tokens,
    which no later step sees (attention masks by position) and the next round overwrites.
 
-The host reads the accepted count back once a round; a draft model's work stays on the device, while prompt
-lookup's proposals are found on the host and copied over, k token ids a round.
+The host reads one small tensor back a round: under greedy decoding the verify graph itself takes the
+target's choices (EOS masked as `select_token` does) and returns them with the drafts, so the host compares
+k + 1 ints instead of launching the acceptance op by op. A draft model's work stays on the device, while
+prompt lookup's proposals are found on the host and copied over, k token ids a round.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from playground.fast.forward import forward_chunk, prefill
+from playground.fast.forward import decode_one_token, forward_chunk, prefill
 from playground.fast.fuse import fused_layers, mark_fused_static
 from playground.fast.generate import (FastOutput, _eos_ids, _reset, _stop_requested, compiled_steps,
                                       decode_compile_options, own_code)
@@ -45,15 +48,28 @@ class SpeculativeOutput(FastOutput):
     draft_calls: int = 0  # the draft's decode steps (prompt lookup: its searches)
 
 
-def compiled_verify(model, state: StaticState, compile_mode: str, n: int) -> Callable:
-    """`forward_chunk` over n tokens, compiled once per state for CUDA-graph replay like the decode step."""
+def verify_chunk(model, state: StaticState, n: int) -> torch.Tensor:
+    """The target's logits (n, vocab) for the last kept token and the n - 1 drafts after it, EOS masked."""
+    return _masked(forward_chunk(model, state, n)[0], state)
+
+
+def verify_greedy(model, state: StaticState, n: int) -> torch.Tensor:
+    """(2n - 1,) int64: the target's n greedy choices, then the n - 1 drafts they are checked against."""
+    drafts = state.tokens[0].index_select(0, state.pos + 1 + torch.arange(n - 1, device=state.pos.device))
+    return torch.cat([verify_chunk(model, state, n).argmax(dim=-1), drafts])
+
+
+def compiled_verify(model, state: StaticState, compile_mode: str, n: int, greedy: bool) -> Callable:
+    """`verify_greedy` or `verify_chunk` over n tokens, compiled once per state for CUDA-graph replay like the
+    decode step."""
+    fn = verify_greedy if greedy else verify_chunk
     if compile_mode == "off":
-        return lambda m, s: forward_chunk(m, s, n)
-    key = ("verify", compile_mode, n)
+        return lambda m, s: fn(m, s, n)
+    key = ("verify", compile_mode, n, greedy)
     if key not in state.compiled:
         mark_static(state)
         mark_fused_static(model)
-        chunk = torch.compile(own_code(forward_chunk), options=decode_compile_options(compile_mode, state.cos.dtype),
+        chunk = torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
                               fullgraph=True, dynamic=False)
 
         def verify(m, s):
@@ -64,15 +80,43 @@ def compiled_verify(model, state: StaticState, compile_mode: str, n: int) -> Cal
     return state.compiled[key][0]
 
 
-def _accept_greedy(drafts: torch.Tensor, logits: torch.Tensor) -> tuple[list[int], int]:
-    """(accepted drafts, the target's token after them) for drafts (k,) and target logits (k + 1, vocab).
+def draft_steps(model, state: StaticState, sample: bool, k: int) -> torch.Tensor:
+    """k decode steps of the draft (`decode_one_token`); their logits (k, batch, vocab)."""
+    return torch.stack([decode_one_token(model, state, sample)[1] for _ in range(k)])
 
-    One copy to the host for all three: each device-to-host read waits for the GPU, which then idles
-    while the host launches the next step, and at batch 1 a round is only a few short steps."""
-    target = logits.argmax(dim=-1)
-    n = (drafts == target[:-1]).int().cumprod(dim=0).sum()
-    n, token, *proposed = torch.cat([n[None], target.gather(0, n[None]), drafts]).tolist()
-    return proposed[:n], token
+
+def compiled_draft_steps(model, state: StaticState, compile_mode: str, k: int) -> Callable:
+    """`draft_steps`, compiled once per state into one graph of k steps, replayed like the decode step."""
+    if compile_mode == "off":
+        return lambda m, s, sample: draft_steps(m, s, sample, k)
+    key = ("draft", compile_mode, k)
+    if key not in state.compiled:
+        mark_static(state)
+        mark_fused_static(model)
+        steps = torch.compile(own_code(draft_steps), options=decode_compile_options(compile_mode, state.cos.dtype),
+                              fullgraph=True, dynamic=False)
+
+        def run(m, s, sample):
+            torch.compiler.cudagraph_mark_step_begin()
+            return steps(m, s, sample, k)
+
+        state.compiled[key] = (run, run)
+    return state.compiled[key][0]
+
+
+def _accept_greedy(packed: torch.Tensor, m: int) -> tuple[list[int], int]:
+    """(accepted drafts, the target's token after them) from `verify_greedy`'s output, of whose k drafts only
+    the first m are proposals.
+
+    One copy to the host: each device-to-host read waits for the GPU, which then idles while the host
+    launches the next step, and at batch 1 a round is only a few short steps."""
+    values = packed.tolist()
+    k = len(values) // 2
+    target, drafts = values[: k + 1], values[k + 1:]
+    n = 0
+    while n < m and drafts[n] == target[n]:
+        n += 1
+    return drafts[:n], target[n]
 
 
 def _accept_sampled(drafts: torch.Tensor, draft_probs: torch.Tensor, logits: torch.Tensor,
@@ -128,10 +172,11 @@ Proposal = tuple[torch.Tensor, int, torch.Tensor | None]  # drafts (k,), how man
 
 
 class _DraftModel:
-    """Proposals from a draft model decoding in its own static cache, one round behind the target's tokens."""
+    """Proposals from a draft model decoding in its own static cache, one round behind the target's tokens.
+    `steps` runs a round's k draft steps at once; `step` runs the one more a fully accepted round needs."""
 
-    def __init__(self, draft, state: StaticState, step: Callable) -> None:
-        self.draft, self.state, self.step = draft, state, step
+    def __init__(self, draft, state: StaticState, step: Callable, steps: Callable) -> None:
+        self.draft, self.state, self.step, self.steps = draft, state, step, steps
         self.clock = _DraftClock(state.tokens.device)
         self.calls = 0
 
@@ -147,15 +192,15 @@ class _DraftModel:
         small = self.state
         self.clock.start()
         small.finished.zero_()  # a drafted EOS would pad the draft's later proposals for good
-        probs = []
-        for _ in range(k):
-            _, logits = self.step(self.draft, small, sample)
-            if sample:  # the distribution the draft sampled from: EOS masked as select_token did
-                masked = logits[0].masked_fill(small.eos_mask & (small.pos - 1 < small.eos_until), float("-inf"))
-                probs.append(torch.softmax(masked / temperature, dim=-1))
+        logits = self.steps(self.draft, small, sample)[:, 0]  # (k, vocab)
+        probs = None
+        if sample:  # the distributions the draft sampled from: EOS masked as select_token did, step by step
+            before = small.pos - k + torch.arange(k, device=small.pos.device)  # each step's position
+            masked = logits.masked_fill(small.eos_mask & (before < small.eos_until)[:, None], float("-inf"))
+            probs = torch.softmax(masked / temperature, dim=-1)
         self.clock.stop()
         self.calls += k
-        return small.tokens[0, pos + 1: pos + k + 1].clone(), k, torch.stack(probs) if sample else None
+        return small.tokens[0, pos + 1: pos + k + 1].clone(), k, probs
 
     def advance(self, pos: int, n: int, k: int, new: list[int], sample: bool) -> None:
         """Past the n accepted drafts, then the target's token. The draft has cached positions up to
@@ -227,8 +272,8 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
         target, reused = state_cache(model).get(model, 1, cache_len)
         _reset(target, eos, eos_until, pad, temp)
         proposer = (_PromptLookup(target.tokens.device) if draft is None
-                    else _draft_model(draft, cache_len, compile_mode, eos, eos_until, pad, temp))
-        verify = compiled_verify(model, target, compile_mode, k + 1)
+                    else _draft_model(draft, cache_len, compile_mode, k, eos, eos_until, pad, temp))
+        verify = compiled_verify(model, target, compile_mode, k + 1, greedy=not do_sample)
         if streamer is not None:
             streamer.put(input_ids.cpu())
         ids = input_ids.to(target.tokens.device)
@@ -242,12 +287,12 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
             while len(tokens) < max_new_tokens:
                 drafts, m, draft_probs = proposer.propose(pos, k, do_sample, temp)
                 target.tokens[0, pos + 1: pos + k + 1] = drafts
-                logits = _masked(verify(model, target)[0], target)[: m + 1]
                 if do_sample:
+                    logits = verify(model, target)[: m + 1]
                     q = draft_probs if draft_probs is not None else _one_hot(drafts[:m], logits.shape[-1])
                     kept, token = _accept_sampled(drafts[:m], q, logits, temp)
                 else:
-                    kept, token = _accept_greedy(drafts[:m], logits)
+                    kept, token = _accept_greedy(verify(model, target), m)
                 n, new = len(kept), kept + [token]
                 proposer.advance(pos, n, k, new, do_sample)
                 target.pos.fill_(pos + n + 1)
@@ -268,13 +313,13 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
     return out
 
 
-def _draft_model(draft, cache_len: int, compile_mode: str, eos: list[int], eos_until: int, pad: int,
+def _draft_model(draft, cache_len: int, compile_mode: str, k: int, eos: list[int], eos_until: int, pad: int,
                  temperature: float) -> _DraftModel:
     fused_layers(draft)
     small, _ = state_cache(draft).get(draft, 1, cache_len)
     _reset(small, eos, eos_until, pad, temperature)
     _, step = compiled_steps(draft, small, compile_mode, compile_prefill=False)
-    return _DraftModel(draft, small, step)
+    return _DraftModel(draft, small, step, compiled_draft_steps(draft, small, compile_mode, k))
 
 
 def _one_hot(drafts: torch.Tensor, vocab: int) -> torch.Tensor:

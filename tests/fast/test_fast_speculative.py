@@ -9,7 +9,7 @@ import torch
 from playground.config import RunConfig
 from playground.engine import run
 from playground.fast.generate import fast_generate
-from playground.fast.speculative import NgramIndex, speculative_generate
+from playground.fast.speculative import NgramIndex, _accept_greedy, speculative_generate
 from playground.loader import ModelCache
 from playground.speculative import GROUNDED_PROMPT
 from tests.test_speculative import CHI2_999, SAMPLES, VOCAB, _chi2, _tiny_llama
@@ -57,6 +57,14 @@ def test_the_engine_records_what_the_fast_backend_drafted(method):
     assert (plain.status, spec.status) == ("ok", "ok"), spec.reason
     assert spec.output_ids == plain.output_ids and spec.spec_effective == method
     assert 0 < spec.acceptance_rate <= 1 and spec.tokens_per_step > 1 and 0 < spec.draft_share_pct < 100
+
+
+def test_greedy_acceptance_stops_at_the_first_disagreement_and_never_counts_a_filler():
+    """`verify_greedy` packs the target's k + 1 choices, then the k drafts; a lookup that found m < k fills the rest."""
+    assert _accept_greedy(torch.tensor([5, 6, 7, 8, 5, 6, 9]), m=3) == ([5, 6], 7)
+    assert _accept_greedy(torch.tensor([5, 6, 7, 8, 5, 6, 7]), m=3) == ([5, 6, 7], 8)
+    assert _accept_greedy(torch.tensor([5, 6, 7, 8, 5, 6, 7]), m=1) == ([5], 6)  # the target agrees with fillers too
+    assert _accept_greedy(torch.tensor([4, 6, 7, 8, 5, 6, 7]), m=3) == ([], 4)
 
 
 def test_prompt_lookup_copies_what_followed_the_first_earlier_occurrence_of_the_latest_ngram():
