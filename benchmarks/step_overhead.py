@@ -14,6 +14,7 @@ the guards' metadata checks of subclass inputs. On a CPU the step's compute is h
 overhead column, not the step time, is the figure that carries over to a GPU.
 
     python -m benchmarks.step_overhead                              # CPU: the shipped model, none and int8
+    python -m benchmarks.step_overhead --skip-guards                # the same, Dynamo's guards not evaluated
     python -m benchmarks.step_overhead --model llama-3.2-1b-shape --dtype bf16 --quant none,int8,int8-gemlite   # CUDA
 """
 
@@ -48,7 +49,10 @@ def compiled_step(model, state, device: str):
     return torch.compile(own_code(decode_one_token), options=options, fullgraph=True, dynamic=False)
 
 
-def measure(model, device: str, prompt_tokens: int, steps: int) -> dict:
+def measure(model, device: str, prompt_tokens: int, steps: int, skip_guards: bool = False) -> dict:
+    """µs per step, subclass flattens per step and µs in the subclass work per step; `skip_guards` times the
+    calls with Dynamo's guard evaluation skipped (`torch.compiler.set_stance`), which is unsafe in general and
+    here tells the guards' share apart."""
     ids = torch.randint(0, model.config.vocab_size, (1, prompt_tokens), device=device,
                         generator=torch.Generator(device).manual_seed(0))
     state = fast_generate(model, input_ids=ids, max_new_tokens=steps + 8, eos_token_id=[],
@@ -60,13 +64,16 @@ def measure(model, device: str, prompt_tokens: int, steps: int) -> dict:
             if device == "cuda":
                 torch.cuda.synchronize()
             began = time.perf_counter()
-            for _ in range(n):
-                step(model, state, False)
+            with torch.compiler.set_stance("default", skip_guard_eval_unsafe=skip_guards):
+                for _ in range(n):
+                    step(model, state, False)
             if device == "cuda":
                 torch.cuda.synchronize()
             return (time.perf_counter() - began) / n * 1e6
 
-        run(3)  # compile, then settle
+        with torch.compiler.set_stance("default"):
+            step(model, state, False)  # compile with the guards on
+        run(3)  # settle
         per_step = min(run() for _ in range(3))
         profile = cProfile.Profile()
         profile.enable()
@@ -86,16 +93,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quant", default="none,int8", help="comma-separated playground.quantization names")
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--skip-guards", action="store_true", help="time with Dynamo's guard evaluation skipped")
     args = parser.parse_args(argv)
     device = "cuda" if cuda else "cpu"
     print(f"{args.model}, {args.dtype}, {device}, torch {torch.__version__}; the decode step compiled without CUDA "
-          f"graphs, {args.steps} steps, best of 3\n")
+          f"graphs, {args.steps} steps, best of 3{', guard evaluation skipped' if args.skip_guards else ''}\n")
     print("| quant | weights | µs per step | subclass flattens per step | µs per step in subclass flattening and "
           "metadata guards (profiled) |\n|---|---|---|---|---|", flush=True)
     for quant in args.quant.split(","):
         cache = ModelCache()  # one model per setting: a quantized model is not turned back
         model = cache.get(args.model, device, args.dtype, "sdpa", quant=quant)[0].model
-        figures = measure(model, device, args.prompt_tokens, args.steps)
+        figures = measure(model, device, args.prompt_tokens, args.steps, args.skip_guards)
         print(f"| {quant} | {quantized_weights(model) or 'plain tensors'} | {figures['step_us']:.0f} | "
               f"{figures['flatten_calls']:.0f} | {figures['subclass_us']:.0f} |", flush=True)
         del model, cache
