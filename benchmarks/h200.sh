@@ -2,7 +2,8 @@
 # The H200 measurements behind results/h200/ and the README's "Measured on an NVIDIA H200".
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
-#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | spec-fast | spec-trained
+#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | step-overhead | spec-fast
+#          | spec-trained
 #          | batch-8b | batch-8b-padded | warm | spread-1b
 #          | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
@@ -81,6 +82,9 @@ quant-1b)
   python3 -m benchmarks.quantization --model llama-3.2-1b-shape --quant int4-gemlite,int8-gemlite --dtype bf16 --backend fast \
         --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
         --output "$out/quant_1b_fast.json" 2>&1 | tee "$out/quant_1b_fast.txt" ;;
+step-overhead)  # what a compiled 8B step's call costs the host, plain and with gemlite's int8 weights
+  python3 -m benchmarks.step_overhead --model llama-3.1-8b-shape --dtype bf16 --quant none,int8-gemlite \
+        2>&1 | tee "$out/step_overhead_8b.txt" ;;
 quant-matmul)  # each weight format's batch-1 projection alone
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape \
         2>&1 | tee "$out/quant_matmul_8b.txt" ;;
