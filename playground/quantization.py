@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from playground.attention import DTYPES, Package
 
 TORCHAO = Package("torchao", "torchao", "pip install torchao==0.18.0")
-# torchao 0.18's gemlite tensor unpacks three tensors from a packed layer; gemlite 0.6 hands over four
 GEMLITE = Package("gemlite", "gemlite", "pip install gemlite==0.5.1.post1", fits=("0.5.",),
                   misfit="torchao 0.18's gemlite layout takes gemlite 0.5 (0.6 packs a layer into four tensors, "
                          "torchao unpacks three)")
