@@ -82,9 +82,12 @@ quant-1b)
   python3 -m benchmarks.quantization --model llama-3.2-1b-shape --quant int4-gemlite,int8-gemlite --dtype bf16 --backend fast \
         --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
         --output "$out/quant_1b_fast.json" 2>&1 | tee "$out/quant_1b_fast.txt" ;;
-step-overhead)  # what a compiled 8B step's call costs the host, plain and with gemlite's int8 weights
+step-overhead)  # what a compiled 8B step's call costs the host, plain and with gemlite's int8 weights; then with
+  # inductor's freezing (parameters as constants: no guards on them, and gemlite's packed weights leave nothing to fold)
   python3 -m benchmarks.step_overhead --model llama-3.1-8b-shape --dtype bf16 --quant none,int8-gemlite \
-        2>&1 | tee "$out/step_overhead_8b.txt" ;;
+        2>&1 | tee "$out/step_overhead_8b.txt"
+  TORCHINDUCTOR_FREEZING=1 python3 -m benchmarks.step_overhead --model llama-3.1-8b-shape --dtype bf16 \
+        --quant none,int8-gemlite 2>&1 | tee "$out/step_overhead_8b_freezing.txt" ;;
 quant-matmul)  # each weight format's batch-1 projection alone
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape \
         2>&1 | tee "$out/quant_matmul_8b.txt" ;;
