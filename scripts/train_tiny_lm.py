@@ -22,6 +22,11 @@ Choices and why:
   drawn at random offsets so each epoch sees different boundaries.
 * Weights are saved in bf16 to keep the folder small; ``config.json`` says
   ``float32`` so a plain ``from_pretrained`` computes in fp32 on CPU.
+* A speculative-decoding draft is worth what it agrees with its target, not
+  its own perplexity: with ``--teacher`` the loss is the KL divergence to
+  the teacher's next-token distribution (``--distill-weight`` of it, the
+  rest cross-entropy on the corpus), and the weights kept are those whose
+  greedy choices agree most often with the teacher's on the validation split.
 
 It also runs on CPU (``--device cpu --steps 5``) as a smoke test.
 """
@@ -107,6 +112,31 @@ def stream_loss(model, stream: torch.Tensor, seq_len: int, device, batch_size: i
     return total / count
 
 
+@torch.no_grad()
+def stream_agreement(model, teacher, stream: torch.Tensor, seq_len: int, device, batch_size: int = 32) -> float:
+    """Share of positions where `model`'s greedy next token is `teacher`'s, over non-overlapping windows: the
+    acceptance a draft gets under greedy speculative decoding, position by position."""
+    model.eval()
+    full = (len(stream) - 1) // seq_len
+    agree, count = 0, 0
+    for batch in stream[: full * seq_len].view(full, seq_len).split(batch_size):
+        batch = batch.to(device)
+        with autocast(device):
+            mine, theirs = model(batch).logits.argmax(-1), teacher(batch).logits.argmax(-1)
+        agree += int((mine == theirs).sum())
+        count += mine.numel()
+    model.train()
+    return agree / count
+
+
+def distill_loss(logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """KL(teacher || student) on distributions softened by `temperature`, scaled by its square (Hinton et al.)."""
+    t = temperature
+    return F.kl_div(F.log_softmax(logits.float() / t, -1).flatten(0, 1),
+                    F.log_softmax(teacher_logits.float() / t, -1).flatten(0, 1),
+                    log_target=True, reduction="batchmean") * t * t
+
+
 def autocast(device):
     """bf16 autocast on GPU; plain fp32 on CPU where bf16 matmuls are slow."""
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
@@ -157,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extra-eval", type=Path, action="append", default=[], help="more jsonl files to report loss on")
     ap.add_argument("--sample-tokens", type=int, default=48)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--teacher", type=Path, help="a checkpoint sharing the tokenizer to distill from (a speculative "
+                    "draft for that target): the loss follows its distribution, selection its greedy choices")
+    ap.add_argument("--distill-weight", type=float, default=1.0, help="share of the loss that is the KL divergence "
+                    "to --teacher (the rest: cross-entropy on the corpus)")
+    ap.add_argument("--distill-temperature", type=float, default=1.0)
     args = ap.parse_args(argv)
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -200,6 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     model = LlamaForCausalLM(config).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: LlamaForCausalLM {n_params / 1e6:.2f}M params, config {config.to_diff_dict()}")
+    teacher = None
+    if args.teacher:
+        teacher = LlamaForCausalLM.from_pretrained(args.teacher, dtype=torch.float32).to(device).eval()
+        if teacher.config.vocab_size != config.vocab_size:
+            raise SystemExit(f"--teacher {args.teacher} has {teacher.config.vocab_size} tokens, the tokenizer "
+                             f"{config.vocab_size}: a draft and its target must share every id")
+        log(f"teacher: {args.teacher} ({sum(p.numel() for p in teacher.parameters()) / 1e6:.2f}M params), "
+            f"distill weight {args.distill_weight}, temperature {args.distill_temperature}")
 
     tokens_per_step = args.batch_size * args.seq_len
     steps = args.steps or max(1, round(args.epochs * len(train_stream) / tokens_per_step))
@@ -215,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     offsets_hi = len(train_stream) - args.seq_len - 1
-    best = {"val_loss": float("inf"), "step": -1, "state": None}
+    best = {"score": -float("inf"), "step": -1, "state": None}
     history = []
     start = time.perf_counter()
     step = 0
@@ -230,6 +273,11 @@ def main(argv: list[str] | None = None) -> int:
         with autocast(device):
             logits = model(batch[:, :-1]).logits
         loss = F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+        if teacher is not None:
+            with torch.no_grad(), autocast(device):
+                teacher_logits = teacher(batch[:, :-1]).logits
+            w = args.distill_weight
+            loss = w * distill_loss(logits, teacher_logits, args.distill_temperature) + (1 - w) * loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -239,14 +287,19 @@ def main(argv: list[str] | None = None) -> int:
         if step % args.eval_every == 0 or step == steps or out_of_time:
             train_loss = loss.item()
             val_loss = stream_loss(model, val_stream, args.seq_len, device)
+            entry = {"step": step, "train_loss": train_loss, "val_loss": val_loss}
+            if teacher is not None:
+                entry["val_agreement"] = stream_agreement(model, teacher, val_stream, args.seq_len, device)
             elapsed = time.perf_counter() - start
-            history.append({"step": step, "train_loss": train_loss, "val_loss": val_loss, "lr": lr, "s": elapsed})
+            history.append({**entry, "lr": lr, "s": elapsed})
+            score = entry.get("val_agreement", -val_loss)  # what the weights are kept for
             mark = ""
-            if val_loss < best["val_loss"]:
-                best = {"val_loss": val_loss, "step": step, "state": copy.deepcopy(model.state_dict())}
+            if score > best["score"]:
+                best = {"score": score, **entry, "state": copy.deepcopy(model.state_dict())}
                 mark = " *best"
+            agreement = f" agree {entry['val_agreement']:.3f}" if teacher is not None else ""
             log(
-                f"step {step}/{steps} train {train_loss:.4f} val {val_loss:.4f} lr {lr:.2e} "
+                f"step {step}/{steps} train {train_loss:.4f} val {val_loss:.4f}{agreement} lr {lr:.2e} "
                 f"{elapsed:.0f}s {step * tokens_per_step / elapsed:.0f} tok/s{mark}"
             )
         if out_of_time:
@@ -259,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
         "val_loss": best["val_loss"],
         "heldout_loss": stream_loss(model, heldout_stream, args.seq_len, device),
     }
+    if teacher is not None:
+        results["teacher"] = args.teacher.as_posix()
+        results["val_agreement"] = best["val_agreement"]
+        results["heldout_agreement"] = stream_agreement(model, teacher, heldout_stream, args.seq_len, device)
     results["heldout_ppl"] = math.exp(results["heldout_loss"])
     for path in args.extra_eval:
         loss = stream_loss(model, encode_stream(tokenizer, read_jsonl(path)), args.seq_len, device)
