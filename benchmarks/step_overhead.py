@@ -24,13 +24,11 @@ import argparse
 import cProfile
 import pstats
 import time
+from typing import Callable
 
 import torch
 
-from playground.fast.forward import decode_one_token
-from playground.fast.fuse import mark_fused_static
-from playground.fast.generate import decode_compile_options, fast_generate, own_code
-from playground.fast.state import mark_static
+from playground.fast.generate import compiled_steps, fast_generate
 from playground.loader import ModelCache
 from playground.presets import DEFAULT_MODEL
 from playground.quantization import quantized_weights
@@ -39,14 +37,11 @@ from playground.quantization import quantized_weights
 SUBCLASS_WORK = ("__tensor_flatten__", "metadata_checker")
 
 
-def compiled_step(model, state, device: str):
-    """The decode step compiled as the fast backend compiles it, without CUDA graphs (so each call runs the
-    graph's launches and its Python both, and the host's share can be profiled apart)."""
-    mark_static(state)
-    mark_fused_static(model)
-    dtype = state.cos.dtype
-    options = decode_compile_options("max-autotune-no-cudagraphs" if device == "cuda" else "default", dtype)
-    return torch.compile(own_code(decode_one_token), options=options, fullgraph=True, dynamic=False)
+def compiled_step(model, state, device: str) -> Callable:
+    """The fast backend's own decode step, compiled without CUDA graphs (so each call runs the graph's launches
+    and its Python both, and the host's share can be profiled apart)."""
+    mode = "max-autotune-no-cudagraphs" if device == "cuda" else "default"
+    return compiled_steps(model, state, mode, compile_prefill=False)[1]
 
 
 def measure(model, device: str, prompt_tokens: int, steps: int, skip_guards: bool = False) -> dict:

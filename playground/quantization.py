@@ -14,6 +14,7 @@ No torch at import: the config and the UI read this module too; torchao is impor
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from playground.attention import DTYPES, Package
@@ -83,8 +84,6 @@ def quantize(module, name: str) -> None:
     entry = REGISTRY[name]
     if not entry.torchao:
         return
-    import importlib
-
     import torchao.quantization
 
     embeddings = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None

@@ -59,49 +59,44 @@ def verify_greedy(model, state: StaticState, n: int) -> torch.Tensor:
     return torch.cat([verify_chunk(model, state, n).argmax(dim=-1), drafts])
 
 
-def compiled_verify(model, state: StaticState, compile_mode: str, n: int, greedy: bool) -> Callable:
-    """`verify_greedy` or `verify_chunk` over n tokens, compiled once per state for CUDA-graph replay like the
-    decode step."""
-    fn = verify_greedy if greedy else verify_chunk
+def _replayed(model, state: StaticState, compile_mode: str, key: tuple, fn: Callable, *args,
+              copy_out: bool = False) -> Callable:
+    """`fn(model, state, ..., *args)` compiled once per state under `key` for CUDA-graph replay like the decode
+    step; the callable it returns takes the arguments before `args`. The graph's output buffer is reused by its
+    next replay: `copy_out` hands back a copy, else the caller reads the output before the next replay."""
     if compile_mode == "off":
-        return lambda m, s: fn(m, s, n)
-    key = ("verify", compile_mode, n, greedy)
+        return lambda *head: fn(*head, *args)
     if key not in state.compiled:
         mark_static(state)
         mark_fused_static(model)
-        chunk = torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
-                              fullgraph=True, dynamic=False)
+        compiled = torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
+                                 fullgraph=True, dynamic=False)
 
-        def verify(m, s):
+        def replay(*head):
             torch.compiler.cudagraph_mark_step_begin()
-            return chunk(m, s, n).clone()  # the graph's output buffer is reused by its next replay
+            out = compiled(*head, *args)
+            return out.clone() if copy_out else out
 
-        state.compiled[key] = (verify, verify)
+        state.compiled[key] = (replay, replay)
     return state.compiled[key][0]
 
 
-def draft_steps(model, state: StaticState, sample: bool, k: int) -> torch.Tensor:
-    """k decode steps of the draft (`decode_one_token`); their logits (k, batch, vocab)."""
-    return torch.stack([decode_one_token(model, state, sample)[1] for _ in range(k)])
+def compiled_verify(model, state: StaticState, compile_mode: str, n: int, greedy: bool) -> Callable:
+    """`verify_greedy` or `verify_chunk` over n tokens, replayed like the decode step: `verify(model, state)`."""
+    return _replayed(model, state, compile_mode, ("verify", compile_mode, n, greedy),
+                     verify_greedy if greedy else verify_chunk, n, copy_out=True)
+
+
+def draft_steps(model, state: StaticState, sample: bool, k: int) -> torch.Tensor | None:
+    """k decode steps of the draft (`decode_one_token`); when sampling, their logits (k, batch, vocab), which
+    acceptance needs (greedy acceptance reads only the drafted tokens, left in `state.tokens`)."""
+    logits = [decode_one_token(model, state, sample)[1] for _ in range(k)]
+    return torch.stack(logits) if sample else None
 
 
 def compiled_draft_steps(model, state: StaticState, compile_mode: str, k: int) -> Callable:
-    """`draft_steps`, compiled once per state into one graph of k steps, replayed like the decode step."""
-    if compile_mode == "off":
-        return lambda m, s, sample: draft_steps(m, s, sample, k)
-    key = ("draft", compile_mode, k)
-    if key not in state.compiled:
-        mark_static(state)
-        mark_fused_static(model)
-        steps = torch.compile(own_code(draft_steps), options=decode_compile_options(compile_mode, state.cos.dtype),
-                              fullgraph=True, dynamic=False)
-
-        def run(m, s, sample):
-            torch.compiler.cudagraph_mark_step_begin()
-            return steps(m, s, sample, k)
-
-        state.compiled[key] = (run, run)
-    return state.compiled[key][0]
+    """`draft_steps` as one graph of k steps, replayed like the decode step: `steps(model, state, sample)`."""
+    return _replayed(model, state, compile_mode, ("draft", compile_mode, k), draft_steps, k)
 
 
 def _accept_greedy(packed: torch.Tensor, m: int) -> tuple[list[int], int]:
@@ -192,9 +187,10 @@ class _DraftModel:
         small = self.state
         self.clock.start()
         small.finished.zero_()  # a drafted EOS would pad the draft's later proposals for good
-        logits = self.steps(self.draft, small, sample)[:, 0]  # (k, vocab)
+        logits = self.steps(self.draft, small, sample)
         probs = None
         if sample:  # the distributions the draft sampled from: EOS masked as select_token did, step by step
+            logits = logits[:, 0]  # (k, vocab)
             before = small.pos - k + torch.arange(k, device=small.pos.device)  # each step's position
             masked = logits.masked_fill(small.eos_mask & (before < small.eos_until)[:, None], float("-inf"))
             probs = torch.softmax(masked / temperature, dim=-1)
