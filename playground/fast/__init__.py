@@ -3,8 +3,8 @@
 Plain `generate` spends most of a batch-1 decode step in Python and kernel launches. This package
 runs the same weights (the loaded model's own modules; q/k/v and gate/up re-stored side by side
 in place, never copied) through a static KV cache
-and a single-token step written as a pure function of tensors, so that on CUDA
-`torch.compile(mode="reduce-overhead")` replays the whole step as one CUDA graph.
+and a single-token step written as a pure function of tensors, so that on CUDA the step, compiled by
+torch.compile, is captured once as one CUDA graph and replayed per token (`generate.CapturedStep`).
 
     from playground.fast import fast_generate, unsupported_reason
 """

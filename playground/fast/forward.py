@@ -5,7 +5,7 @@ embeddings, head) and its q/k/v and gate/up weights fused in place (fuse.py), so
 the loaded ones and numerics follow transformers op for op. What differs is the plumbing: the
 cache is a fixed-size buffer written in place, positions are a tensor, and the decode step has no
 Python branch that depends on data, so `torch.compile(fullgraph=True)` traces it as one graph and
-"reduce-overhead" replays that graph as one CUDA graph per token.
+"reduce-overhead" replays it as one CUDA graph per token.
 
 Attention goes through `scaled_dot_product_attention`, so an `sdpa_kernel` context chooses the
 kernel, unless the model was loaded with flash_attention_2: then flash-attn's kernels run (ops.py),

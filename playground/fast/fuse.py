@@ -108,12 +108,3 @@ def quantize_fused(model, quantize: Callable[[nn.Module], None]) -> None:
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 
-
-def mark_fused_static(model) -> None:
-    """The fused weights are not module parameters: tell torch.compile their addresses never change,
-    so a CUDA graph reads them in place instead of copying them in before every replay."""
-    for layer in fused_layers(model):
-        for fused in (layer.qkv, layer.gate_up):
-            for tensor in (fused.weight, fused.bias):
-                if tensor is not None:
-                    torch._dynamo.mark_static_address(tensor)

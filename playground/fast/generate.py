@@ -19,12 +19,11 @@ from typing import Callable, Sequence
 
 import torch
 
-from playground.compat import cudagraph_trees_in_this_thread
 from playground.config import AOT, COMPILE_MODES
 from playground.fast import aot
 from playground.fast.forward import decode_one_token, prefill
-from playground.fast.fuse import fused_layers, mark_fused_static
-from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
+from playground.fast.fuse import fused_layers
+from playground.fast.state import StaticState, cache_len_for, state_cache
 from playground.fast.support import padding_reason, unsupported_reason
 
 
@@ -48,7 +47,8 @@ def sdpa_backends_enabled() -> tuple[bool, ...]:
 
 
 def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:
-    """Inductor options of `compile_mode`, coordinate-descent tuning in half precision (as gpt-fast does), and PDL.
+    """Inductor options of `compile_mode`, coordinate-descent tuning in half precision (as gpt-fast does), and PDL;
+    never torch's own CUDA graphs (a mode that asks for graphs gets `CapturedStep`'s instead).
 
     With tuning on, inductor rewrites a one-row matmul (every projection at batch 1) as a Triton
     multiply-and-reduce that it fuses with its neighbours and tunes for bandwidth; without it each
@@ -63,10 +63,64 @@ def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:
     here it is on unless that variable is set to anything else.
     """
     tuning = dtype in (torch.float16, torch.bfloat16)
-    options = {**torch._inductor.list_mode_options(compile_mode), "coordinate_descent_tuning": tuning}
+    options = {**torch._inductor.list_mode_options(compile_mode), "coordinate_descent_tuning": tuning,
+               "triton.cudagraphs": False}
     if hasattr(torch._inductor.config.triton, "enable_pdl"):  # absent from older torch releases
         options["triton.enable_pdl"] = os.environ.get("TORCHINDUCTOR_ENABLE_PDL", "1") == "1"
     return options
+
+
+def replays_graphs(compile_mode: str) -> bool:
+    """Whether `compile_mode` means CUDA graphs ("reduce-overhead", "max-autotune")."""
+    return bool(torch._inductor.list_mode_options(compile_mode).get("triton.cudagraphs"))
+
+
+class CapturedStep:
+    """A compiled step captured as one CUDA graph per argument set, and replayed by the playground itself.
+
+    torch's own CUDA graphs (inductor's under "reduce-overhead") run Dynamo's guards before every replay,
+    in Python: they check each weight, and flatten each quantized weight (a torchao tensor subclass)
+    twice a call. On the H200 that kept an 8B step with int8 weights waiting on the host a third of the
+    time (results/h200/2026-12-04-gemlite-speculation-spread/). Nothing those guards check changes
+    between calls of one step: every tensor it reads or writes lives at a fixed address in its state or
+    the model (state.py), and a step is compiled per state. So the first call of each argument set
+    compiles and runs the step on a side stream (autotuning and lazy initialisation stay out of the
+    capture), the second captures it and replays it, and every later call is one `CUDAGraph.replay()`.
+    As with torch's graphs, the outputs live in the graph's memory and its next replay overwrites them.
+    """
+
+    def __init__(self, compiled: Callable) -> None:
+        self.compiled = compiled
+        self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, object] | None] = {}  # None: warmed up, not captured
+
+    def __call__(self, model, state: StaticState, *args):
+        if args not in self.graphs:
+            self.graphs[args] = None
+            return self._warm_up(model, state, *args)
+        if self.graphs[args] is None:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # other threads may use the GPU
+                out = self.compiled(model, state, *args)
+            self.graphs[args] = (graph, out)
+        graph, out = self.graphs[args]
+        graph.replay()
+        return out
+
+    def _warm_up(self, model, state: StaticState, *args):
+        main, side = torch.cuda.current_stream(), torch.cuda.Stream()
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            out = self.compiled(model, state, *args)
+        main.wait_stream(side)
+        return out
+
+
+def compile_step(fn: Callable, model, state: StaticState, compile_mode: str) -> Callable:
+    """`fn(model, state, *args)` compiled for `state` under `compile_mode`, replayed as a `CapturedStep` where the
+    mode means CUDA graphs and the state is on a GPU."""
+    compiled = torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
+                             fullgraph=True, dynamic=False)
+    return CapturedStep(compiled) if replays_graphs(compile_mode) and state.tokens.is_cuda else compiled
 
 
 def own_code(fn: Callable) -> Callable:
@@ -97,25 +151,15 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
     """
     if compile_mode == "off":
         return prefill, decode_one_token
-    cudagraph_trees_in_this_thread()  # the steps replay on the calling thread
     key = (compile_mode, compile_prefill, sdpa_backends_enabled())
     if key not in state.compiled and compile_mode == AOT:  # prefill stays eager: one package per prompt length
         state.compiled[key] = (prefill, aot.decode_step(model, state))
     if key not in state.compiled:
-        mark_static(state)
-        mark_fused_static(model)
-        options = decode_compile_options(compile_mode, state.cos.dtype)
-        step = torch.compile(own_code(decode_one_token), options=options, fullgraph=True, dynamic=False)
-
-        def decode_step(model, state, sample):
-            torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are no longer read
-            return step(model, state, sample)
-
         prefill_fn = prefill
         if compile_prefill:
             prefill_fn = torch.compile(own_code(prefill), mode=_prefill_compile_mode(compile_mode), dynamic=True,
                                        fullgraph=True)
-        state.compiled[key] = (prefill_fn, decode_step)
+        state.compiled[key] = (prefill_fn, compile_step(decode_one_token, model, state, compile_mode))
     return state.compiled[key]
 
 

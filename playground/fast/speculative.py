@@ -34,10 +34,9 @@ from typing import Callable, Sequence
 import torch
 
 from playground.fast.forward import decode_one_token, forward_chunk, prefill
-from playground.fast.fuse import fused_layers, mark_fused_static
-from playground.fast.generate import (FastOutput, _eos_ids, _reset, _stop_requested, compiled_steps,
-                                      decode_compile_options, own_code)
-from playground.fast.state import StaticState, cache_len_for, mark_static, state_cache
+from playground.fast.fuse import fused_layers
+from playground.fast.generate import FastOutput, _eos_ids, _reset, _stop_requested, compile_step, compiled_steps
+from playground.fast.state import StaticState, cache_len_for, state_cache
 
 
 @dataclass
@@ -67,14 +66,10 @@ def _replayed(model, state: StaticState, compile_mode: str, key: tuple, fn: Call
     if compile_mode == "off":
         return lambda *head: fn(*head, *args)
     if key not in state.compiled:
-        mark_static(state)
-        mark_fused_static(model)
-        compiled = torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
-                                 fullgraph=True, dynamic=False)
+        step = compile_step(fn, model, state, compile_mode)
 
         def replay(*head):
-            torch.compiler.cudagraph_mark_step_begin()
-            out = compiled(*head, *args)
+            out = step(*head, *args)
             return out.clone() if copy_out else out
 
         state.compiled[key] = (replay, replay)

@@ -105,12 +105,6 @@ def allocate(model, batch: int, cache_len: int, padded: bool = False) -> StaticS
     )
 
 
-def mark_static(state: StaticState) -> None:
-    """Tell torch.compile these addresses never change, so CUDA graphs read them in place (no input copies)."""
-    for tensor in state.tensors():
-        torch._dynamo.mark_static_address(tensor)
-
-
 class StateCache:
     """The one static state of a model, kept while runs keep the same (batch, cache_len, padded, dtype, device).
 

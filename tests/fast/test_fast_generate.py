@@ -13,8 +13,9 @@ from transformers.generation.streamers import BaseStreamer
 
 from playground.fast import fast_generate, unsupported_reason
 from playground.fast.forward import decode_one_token, prefill
-from playground.fast.generate import Listener, compiled_steps, decode_compile_options, decode_n_tokens
-from playground.fast.state import mark_static, state_cache
+from playground.fast.generate import (CapturedStep, Listener, compile_step, compiled_steps, decode_compile_options,
+                                      decode_n_tokens)
+from playground.fast.state import state_cache
 from playground.loader import MODELS
 
 SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "models" / "stdlib-llama-tiny"
@@ -216,7 +217,6 @@ def test_decode_step_and_prefill_trace_as_single_graphs(llama):
     compiled_prefill = torch.compile(prefill, backend=counter, dynamic=True, fullgraph=True)
     compiled_step = torch.compile(decode_one_token, backend=counter, fullgraph=True)
     with torch.inference_mode():
-        mark_static(state)
         tokens = [compiled_prefill(llama, state, ids, False)[0]]
         tokens += [compiled_step(llama, state, False)[0] for _ in range(5)]
         compiled_prefill(llama, state, longer, False)
@@ -255,6 +255,15 @@ def test_decode_step_compiles_with_pdl_unless_the_user_turns_it_off(monkeypatch)
         monkeypatch.setenv("TORCHINDUCTOR_ENABLE_PDL", off)
         assert decode_compile_options("reduce-overhead", torch.bfloat16)["triton.enable_pdl"] is False
 
+
+def test_graphs_are_the_playgrounds_own_capture_never_torchs_and_only_on_a_gpu(llama):
+    """torch's CUDA graphs run Dynamo's guards before each replay; a mode that asks for graphs gets a step the
+    playground captures itself on CUDA (tests/fast/test_fast_gpu.py), and on a CPU the compiled function as it is."""
+    for mode in ("default", "reduce-overhead", "max-autotune"):
+        assert decode_compile_options(mode, torch.bfloat16)["triton.cudagraphs"] is False
+    state = fast_generate(llama, input_ids=prompt(1, 5, llama.config.vocab_size), max_new_tokens=2).past_key_values
+    step = compile_step(decode_one_token, llama, state, "reduce-overhead")
+    assert not isinstance(step, CapturedStep) and callable(step)
 
 
 def test_each_state_compiles_on_its_own_past_dynamos_recompile_limit(llama, monkeypatch):

@@ -7,7 +7,6 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from playground.fast.fuse import fusable_reason, fused_layers
-from playground.fast.generate import compiled_steps
 from playground.fast.state import allocate
 
 SHAPE = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -48,14 +47,6 @@ def test_mixed_biases_are_refused_with_a_reason():
     model.model.layers[1].self_attn.k_proj.bias = torch.nn.Parameter(torch.zeros(32))
     assert "only some have a bias" in fusable_reason(model)
     assert fusable_reason(build("qwen2")) is None
-
-
-def test_compiling_marks_the_fused_weights_as_static_addresses():
-    """Otherwise a CUDA graph would copy them into its input buffers before every replay."""
-    model = build("llama")
-    compiled_steps(model, allocate(model, 1, 32), "reduce-overhead", compile_prefill=True)  # compiles lazily
-    fused = fused_layers(model)[1]
-    assert all(hasattr(t, "_dynamo_static_input_type") for t in (fused.qkv.weight, fused.gate_up.weight))
 
 
 def test_fusing_under_inference_mode_still_gives_the_model_ordinary_tensors():
