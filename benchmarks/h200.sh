@@ -82,12 +82,10 @@ quant-1b)
   python3 -m benchmarks.quantization --model llama-3.2-1b-shape --quant int4-gemlite,int8-gemlite --dtype bf16 --backend fast \
         --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
         --output "$out/quant_1b_fast.json" 2>&1 | tee "$out/quant_1b_fast.txt" ;;
-step-overhead)  # what a compiled 8B step's call costs the host, plain and with gemlite's int8 weights; then with
-  # inductor's freezing (parameters as constants: no guards on them, and gemlite's packed weights leave nothing to fold)
-  python3 -m benchmarks.step_overhead --model llama-3.1-8b-shape --dtype bf16 --quant none,int8-gemlite \
-        2>&1 | tee "$out/step_overhead_8b.txt"
-  TORCHINDUCTOR_FREEZING=1 python3 -m benchmarks.step_overhead --model llama-3.1-8b-shape --dtype bf16 \
-        --quant none,int8-gemlite 2>&1 | tee "$out/step_overhead_8b_freezing.txt" ;;
+step-overhead)  # what a compiled step's call costs the host, plain and with gemlite's int8 weights: compiled without
+  # graphs, replayed by torch's CUDA graphs (Dynamo's guards before each replay), and captured by the fast backend
+  python3 -m benchmarks.step_overhead --model llama-3.2-1b-shape --dtype bf16 --quant int8-gemlite,none \
+        2>&1 | tee "$out/step_overhead_1b.txt" ;;
 quant-matmul)  # each weight format's batch-1 projection alone
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape \
         2>&1 | tee "$out/quant_matmul_8b.txt" ;;
@@ -105,7 +103,7 @@ spec-trained)  # a deeper target (16 layers, ~0.2 B parameters) trained here on 
   python3 scripts/train_tiny_lm.py --corpus "$out/corpus" --tokenizer assets/models/stdlib-llama-tiny \
         --out "$out/draft" --hidden-size 128 --layers 2 --intermediate-size 384 --seq-len 256 --batch-size 16 \
         --epochs 4 --max-minutes "${DRAFT_MIN:-2}" --teacher "$out/target" >"$out/train_draft.txt" 2>&1
-  for draft in stdlib-llama-draft "$out/draft"; do
+  for draft in "$out/draft" stdlib-llama-draft; do
     python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --target "$out/target" \
           --draft-model "$draft" --draft-tokens 3,5 --rounds 3 --prompts 4
   done 2>&1 | tee "$out/speculative_trained.txt" ;;
