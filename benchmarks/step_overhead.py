@@ -45,12 +45,12 @@ SUBCLASS_WORK = ("__tensor_flatten__", "metadata_checker")
 CALLS = ("no graph", "torch's graphs", "captured")  # the ways a step is called; the last two need CUDA
 
 
-def step_called(call: str, model, state) -> Callable:
+def step_called(call: str, state) -> Callable:
     """The decode step compiled for `state` and called the way `call` names."""
     if call == "no graph":
-        return compile_step(decode_one_token, model, state, "default")
+        return compile_step(decode_one_token, state, "default")
     if call == "captured":
-        return compile_step(decode_one_token, model, state, "reduce-overhead")
+        return compile_step(decode_one_token, state, "reduce-overhead")
     options = {**decode_compile_options("reduce-overhead", state.cos.dtype), "triton.cudagraphs": True}
     compiled = torch.compile(own_code(decode_one_token), options=options, fullgraph=True, dynamic=False)
 
@@ -70,7 +70,7 @@ def measure(model, device: str, prompt_tokens: int, steps: int, call: str = "no 
                         generator=torch.Generator(device).manual_seed(0))
     state = fast_generate(model, input_ids=ids, max_new_tokens=steps + 8, eos_token_id=[],
                           pad_token_id=0).past_key_values  # a state of the right size, eager
-    step = step_called(call, model, state)
+    step = step_called(call, state)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with torch.inference_mode():
         def run(n: int = steps) -> tuple[float, float]:

@@ -115,7 +115,7 @@ class CapturedStep:
         return out
 
 
-def compile_step(fn: Callable, model, state: StaticState, compile_mode: str) -> Callable:
+def compile_step(fn: Callable, state: StaticState, compile_mode: str) -> Callable:
     """`fn(model, state, *args)` compiled for `state` under `compile_mode`, replayed as a `CapturedStep` where the
     mode means CUDA graphs and the state is on a GPU."""
     compiled = torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
@@ -159,7 +159,7 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
         if compile_prefill:
             prefill_fn = torch.compile(own_code(prefill), mode=_prefill_compile_mode(compile_mode), dynamic=True,
                                        fullgraph=True)
-        state.compiled[key] = (prefill_fn, compile_step(decode_one_token, model, state, compile_mode))
+        state.compiled[key] = (prefill_fn, compile_step(decode_one_token, state, compile_mode))
     return state.compiled[key]
 
 

@@ -58,7 +58,7 @@ def verify_greedy(model, state: StaticState, n: int) -> torch.Tensor:
     return torch.cat([verify_chunk(model, state, n).argmax(dim=-1), drafts])
 
 
-def _replayed(model, state: StaticState, compile_mode: str, key: tuple, fn: Callable, *args,
+def _replayed(state: StaticState, compile_mode: str, key: tuple, fn: Callable, *args,
               copy_out: bool = False) -> Callable:
     """`fn(model, state, ..., *args)` compiled once per state under `key` for CUDA-graph replay like the decode
     step; the callable it returns takes the arguments before `args`. The graph's output buffer is reused by its
@@ -66,7 +66,7 @@ def _replayed(model, state: StaticState, compile_mode: str, key: tuple, fn: Call
     if compile_mode == "off":
         return lambda *head: fn(*head, *args)
     if key not in state.compiled:
-        step = compile_step(fn, model, state, compile_mode)
+        step = compile_step(fn, state, compile_mode)
 
         def replay(*head):
             out = step(*head, *args)
@@ -76,9 +76,9 @@ def _replayed(model, state: StaticState, compile_mode: str, key: tuple, fn: Call
     return state.compiled[key][0]
 
 
-def compiled_verify(model, state: StaticState, compile_mode: str, n: int, greedy: bool) -> Callable:
+def compiled_verify(state: StaticState, compile_mode: str, n: int, greedy: bool) -> Callable:
     """`verify_greedy` or `verify_chunk` over n tokens, replayed like the decode step: `verify(model, state)`."""
-    return _replayed(model, state, compile_mode, ("verify", compile_mode, n, greedy),
+    return _replayed(state, compile_mode, ("verify", compile_mode, n, greedy),
                      verify_greedy if greedy else verify_chunk, n, copy_out=True)
 
 
@@ -89,9 +89,9 @@ def draft_steps(model, state: StaticState, sample: bool, k: int) -> torch.Tensor
     return torch.stack(logits) if sample else None
 
 
-def compiled_draft_steps(model, state: StaticState, compile_mode: str, k: int) -> Callable:
+def compiled_draft_steps(state: StaticState, compile_mode: str, k: int) -> Callable:
     """`draft_steps` as one graph of k steps, replayed like the decode step: `steps(model, state, sample)`."""
-    return _replayed(model, state, compile_mode, ("draft", compile_mode, k), draft_steps, k)
+    return _replayed(state, compile_mode, ("draft", compile_mode, k), draft_steps, k)
 
 
 def _accept_greedy(packed: torch.Tensor, m: int) -> tuple[list[int], int]:
@@ -264,7 +264,7 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
         _reset(target, eos, eos_until, pad, temp)
         proposer = (_PromptLookup(target.tokens.device) if draft is None
                     else _draft_model(draft, cache_len, compile_mode, k, eos, eos_until, pad, temp))
-        verify = compiled_verify(model, target, compile_mode, k + 1, greedy=not do_sample)
+        verify = compiled_verify(target, compile_mode, k + 1, greedy=not do_sample)
         if streamer is not None:
             streamer.put(input_ids.cpu())
         ids = input_ids.to(target.tokens.device)
@@ -310,7 +310,7 @@ def _draft_model(draft, cache_len: int, compile_mode: str, k: int, eos: list[int
     small, _ = state_cache(draft).get(draft, 1, cache_len)
     _reset(small, eos, eos_until, pad, temperature)
     _, step = compiled_steps(draft, small, compile_mode, compile_prefill=False)
-    return _DraftModel(draft, small, step, compiled_draft_steps(draft, small, compile_mode, k))
+    return _DraftModel(draft, small, step, compiled_draft_steps(small, compile_mode, k))
 
 
 def _one_hot(drafts: torch.Tensor, vocab: int) -> torch.Tensor:

@@ -262,7 +262,7 @@ def test_graphs_are_the_playgrounds_own_capture_never_torchs_and_only_on_a_gpu(l
     for mode in ("default", "reduce-overhead", "max-autotune"):
         assert decode_compile_options(mode, torch.bfloat16)["triton.cudagraphs"] is False
     state = fast_generate(llama, input_ids=prompt(1, 5, llama.config.vocab_size), max_new_tokens=2).past_key_values
-    step = compile_step(decode_one_token, llama, state, "reduce-overhead")
+    step = compile_step(decode_one_token, state, "reduce-overhead")
     assert not isinstance(step, CapturedStep) and callable(step)
 
 
