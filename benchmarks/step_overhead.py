@@ -35,6 +35,7 @@ from typing import Callable
 import torch
 
 from playground.fast.forward import decode_one_token
+from playground.fast.fuse import fused_layers
 from playground.fast.generate import compile_step, decode_compile_options, fast_generate, own_code
 from playground.loader import ModelCache
 from playground.presets import DEFAULT_MODEL
@@ -45,12 +46,17 @@ SUBCLASS_WORK = ("__tensor_flatten__", "metadata_checker")
 CALLS = ("no graph", "torch's graphs", "captured")  # the ways a step is called; the last two need CUDA
 
 
-def step_called(call: str, state) -> Callable:
+def step_called(call: str, model, state) -> Callable:
     """The decode step compiled for `state` and called the way `call` names."""
     if call == "no graph":
         return compile_step(decode_one_token, state, "default")
     if call == "captured":
         return compile_step(decode_one_token, state, "reduce-overhead")
+    # torch's graphs copy in every input whose address may change and skip graphs that mutate one: mark the
+    # state and the fused weights (not module parameters) as fixed, as the fast backend did before it captured
+    fused = [t for layer in fused_layers(model) for f in (layer.qkv, layer.gate_up) for t in (f.weight, f.bias)]
+    for tensor in state.tensors() + [t for t in fused if t is not None]:
+        torch._dynamo.mark_static_address(tensor)
     options = {**decode_compile_options("reduce-overhead", state.cos.dtype), "triton.cudagraphs": True}
     compiled = torch.compile(own_code(decode_one_token), options=options, fullgraph=True, dynamic=False)
 
@@ -70,7 +76,7 @@ def measure(model, device: str, prompt_tokens: int, steps: int, call: str = "no 
                         generator=torch.Generator(device).manual_seed(0))
     state = fast_generate(model, input_ids=ids, max_new_tokens=steps + 8, eos_token_id=[],
                           pad_token_id=0).past_key_values  # a state of the right size, eager
-    step = step_called(call, state)
+    step = step_called(call, model, state)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with torch.inference_mode():
         def run(n: int = steps) -> tuple[float, float]:
@@ -108,10 +114,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quant", default="none,int8", help="comma-separated playground.quantization names")
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--calls", default=",".join(CALLS), help=f"comma-separated, of {', '.join(CALLS)}")
     parser.add_argument("--skip-guards", action="store_true", help="time with Dynamo's guard evaluation skipped")
     args = parser.parse_args(argv)
     device = "cuda" if cuda else "cpu"
-    calls = CALLS if cuda else CALLS[:1]
+    calls = args.calls.split(",")
+    unknown = [c for c in calls if c not in CALLS] or [c for c in calls if not cuda and c != CALLS[0]]
+    if unknown:
+        parser.error(f"--calls {','.join(unknown)}: choose from {', '.join(CALLS if cuda else CALLS[:1])}"
+                     f"{'' if cuda else ' (the others need CUDA)'}")
     print(f"{args.model}, {args.dtype}, {device}, torch {torch.__version__}; {args.steps} steps, best of 3"
           f"{', guard evaluation skipped' if args.skip_guards else ''}\n")
     print("| quant | weights | step called | µs per step | host µs per call | subclass flattens per step | µs per step "
@@ -120,8 +131,11 @@ def main(argv: list[str] | None = None) -> None:
         cache = ModelCache()  # one model per setting: a quantized model is not turned back
         model = cache.get(args.model, device, args.dtype, "sdpa", quant=quant)[0].model
         for call in calls:
+            torch._dynamo.utils.counters.clear()
             figures = measure(model, device, args.prompt_tokens, args.steps, call, args.skip_guards)
-            print(f"| {quant} | {quantized_weights(model) or 'plain tensors'} | {call} | {figures['step_us']:.0f} | "
+            skipped = torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]  # torch fell back to no graph
+            print(f"| {quant} | {quantized_weights(model) or 'plain tensors'} | "
+                  f"{call}{' (torch skipped its graphs)' if skipped else ''} | {figures['step_us']:.0f} | "
                   f"{figures['host_us']:.0f} | {figures['flatten_calls']:.0f} | {figures['subclass_us']:.0f} |",
                   flush=True)
             torch._dynamo.reset()
