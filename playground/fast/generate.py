@@ -153,7 +153,8 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
         return prefill, decode_one_token
     key = (compile_mode, compile_prefill, sdpa_backends_enabled())
     if key not in state.compiled and compile_mode == AOT:  # prefill stays eager: one package per prompt length
-        state.compiled[key] = (prefill, aot.decode_step(model, state))
+        ahead = aot.decode_step(model, state)  # launches each kernel from C++, still one launch per kernel
+        state.compiled[key] = (prefill, CapturedStep(ahead) if state.tokens.is_cuda else ahead)
     if key not in state.compiled:
         prefill_fn = prefill
         if compile_prefill:

@@ -255,3 +255,5 @@ def test_an_ahead_of_time_step_keeps_the_eager_tokens_on_cuda(monkeypatch, tmp_p
     eager = fast_generate(model, input_ids=ids, max_new_tokens=24, min_new_tokens=24)
     ahead = fast_generate(model, input_ids=ids, max_new_tokens=24, min_new_tokens=24, compile_mode="aot")
     assert torch.equal(ahead.sequences, eager.sequences) and list(tmp_path.glob("aot/decode-*.pt2"))
+    [(_, step)] = ahead.past_key_values.compiled.values()
+    assert isinstance(step, CapturedStep) and isinstance(step.graphs[(False,)][0], torch.cuda.CUDAGraph)
