@@ -23,7 +23,7 @@ from pathlib import Path
 
 from benchmarks import write_json
 from playground import kernels, quality
-from playground.config import RunConfig
+from playground.config import ConfigError, RunConfig
 from playground.engine import run
 from playground.loader import MODELS
 from playground.metrics import first_difference
@@ -67,10 +67,16 @@ def _kernels(record: RunRecord) -> str:
 def rows(base: RunConfig, quants: list[str], keep) -> list[tuple[str, ...]]:
     """One row per quantization; `none` first, as the reference every other row is compared with.
 
-    `keep(record, table)` is called as soon as each row is measured."""
+    `keep(record, table)` is called as soon as each row is measured or refused (record None: refused by the
+    config, before any run)."""
     reference, reference_logits, table = None, None, []
     for quant in ["none"] + [q for q in quants if q != "none"]:
-        config = base.replace(quant=quant)
+        try:
+            config = base.replace(quant=quant)
+        except ConfigError as exc:  # refused before loading: a row that says why, and the next setting runs
+            table.append((base.backend, quant, f"refused: {exc}"))
+            keep(None, table)
+            continue
         record = run(config)
         if record.status != "ok":
             table.append((base.backend, quant, f"refused: {record.reason}"))
@@ -124,9 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     records: list[RunRecord] = []
     table: list[tuple[str, ...]] = []
 
-    def keep(record: RunRecord, backend_rows: list[tuple[str, ...]]) -> None:
+    def keep(record: RunRecord | None, backend_rows: list[tuple[str, ...]]) -> None:
         """Print the row and rewrite the JSON file, so a run cut short keeps every finished row."""
-        records.append(record)
+        if record is not None:
+            records.append(record)
         print(markdown(backend_rows[-1:]).splitlines()[-1], flush=True)
         write_json(args.output, {"table": table + backend_rows, "records": [r.to_dict() for r in records],
                                  "env": env, "args": vars(args)})
