@@ -7,8 +7,9 @@ step does. The weights stay out of the package (an 8B model's would make it 16 G
 is pointed at the model's own tensors, as ZeroGPU's `spaces.aoti_apply` does. The package is kept in
 the compile cache (`playground.warm.cache_dir()`) under a key of the weights' fingerprint, the state's
 shapes, dtype and device, the torch version and whether it samples: a later process loads it instead
-of compiling, so an ahead-of-time step is also a warm start. On CUDA each step is one call into the
-package, without a CUDA graph around it.
+of compiling, so an ahead-of-time step is also a warm start. On CUDA the loaded step is captured as a
+CUDA graph and replayed (`generate.CapturedStep`), as the compiled one is: the package still launches
+each kernel from the host.
 """
 
 from __future__ import annotations
@@ -102,14 +103,19 @@ def compile_step(model, state: StaticState, sample: bool) -> Path:
 
 # Loading the package in a child process first: on an H200 (torch 2.11.0+cu130) the loader crashed the whole
 # process with a segmentation fault, which no exception handler catches and which would end the app.
+# The step's package needs the playground's custom ops registered; BARE_PROBE loads with torch alone, to tell
+# a torch install that loads no package from one that fails only beside those ops.
 LOAD_PROBE = "import sys, torch, playground.fast.ops; torch._inductor.aoti_load_package(sys.argv[1])"
+BARE_PROBE = "import sys, torch; torch._inductor.aoti_load_package(sys.argv[1])"
 _probed: set[Path] = set()
 
 
-def load_failure(path: Path) -> str | None:
-    """How loading the package at `path` in a child process failed, or None when it loaded."""
+def load_failure(path: Path, probe_code: str | None = None) -> str | None:
+    """How loading the package at `path` in a child process (`probe_code`, default LOAD_PROBE) failed, or None
+    when it loaded."""
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    probe = subprocess.run([sys.executable, "-c", LOAD_PROBE, str(path)], capture_output=True, text=True, env=env)
+    probe = subprocess.run([sys.executable, "-c", probe_code or LOAD_PROBE, str(path)], capture_output=True,
+                           text=True, env=env)
     if not probe.returncode:
         return None
     if probe.returncode < 0:
@@ -127,30 +133,38 @@ def one_layer_package(device: str, folder: Path) -> Path:
 
 @functools.cache
 def toolchain_failure(device: str) -> str | None:
-    """How building or loading (in a child process) a one-layer package for `device` fails, or None; once per
+    """What building or loading (in a child process) a one-layer package for `device` shows, as a sentence
+    naming whether torch alone or the playground's ops beside it fail; None when it loads both ways. Once per
     process."""
     with tempfile.TemporaryDirectory() as folder:
         try:
             package = one_layer_package(device, Path(folder))
         except Exception as exc:  # no compiler, no headers: this install builds no package at all
-            return f"it does not build: {type(exc).__name__}: {str(exc).strip().splitlines()[:1]}"
-        return load_failure(package)
+            return (f"a one-layer test package does not build ({type(exc).__name__}: "
+                    f"{str(exc).strip().splitlines()[:1]}): this torch install builds no ahead-of-time package")
+        bare = load_failure(package, BARE_PROBE)
+        if bare:
+            return f"a one-layer test package fails too ({bare}): this torch install runs no ahead-of-time package"
+        beside_ops = load_failure(package)
+        if beside_ops:
+            return (f"a one-layer test package loads with torch alone but fails once the playground's custom ops "
+                    f"are imported ({beside_ops}): loading those ops breaks torch's package loader here")
+        return None
 
 
 def check_loads(path: Path, device: str) -> None:
     """Raise, naming the failure, when loading the package at `path` fails or crashes a child process.
 
     On a failure a one-layer package for `device` is built and loaded the same way, so the error says
-    whether this torch install loads no ahead-of-time package at all or only not this step."""
+    whether this torch install loads no ahead-of-time package at all, none beside the playground's ops, or
+    only not this step."""
     if path in _probed:
         return
     failure = load_failure(path)
     if failure is None:
         _probed.add(path)
         return
-    baseline = toolchain_failure(device)
-    where = (f"a one-layer test package fails too ({baseline}): this torch install runs no ahead-of-time package"
-             if baseline else "a one-layer test package loads, so the failure is this step's")
+    where = toolchain_failure(device) or "a one-layer test package loads, so the failure is this step's"
     raise RuntimeError(f"torch could not load the ahead-of-time decode step ({failure} in a test process, torch "
                        f"{torch.__version__}; {where}); run with compile=reduce-overhead or compile=off instead")
 

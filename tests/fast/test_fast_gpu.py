@@ -248,7 +248,7 @@ def test_compiled_speculative_decoding_keeps_the_plain_greedy_tokens(attn, metho
 def test_an_ahead_of_time_step_keeps_the_eager_tokens_on_cuda(monkeypatch, tmp_path):
     toolchain = aot.toolchain_failure("cuda")
     if toolchain:  # seen with torch 2.11.0+cu130 on an H200: not this project's step, nothing it can change
-        pytest.skip(f"torch {torch.__version__} here runs no ahead-of-time package (a one-layer one: {toolchain})")
+        pytest.skip(f"torch {torch.__version__}: {toolchain}")
     monkeypatch.setenv("PLAYGROUND_COMPILE_CACHE", str(tmp_path))
     model = MODELS.get("tiny-random-llama", "cuda", "fp32", "sdpa")[0].model
     ids = ids_for(model, 1, 20)
