@@ -74,14 +74,15 @@ article-8b-nocompile)  # the 8B rows that need no compile (the compiled 8B row a
         --output "$out/article_8b_nocache.jsonl"
   bench --model llama-3.1-8b-shape --attn eager,sdpa,flash_attention_2 --dtype bf16 --prompt-tokens 8192 \
         "${common[@]}" --output "$out/article_8b_8192.jsonl" ;;
-quant-8b)  # weight-only quantization on the fast backend against its bf16 step, one call
-  python3 -m benchmarks.quantization --model llama-3.1-8b-shape --quant int8-gemlite,int4-gemlite --dtype bf16 \
-        --backend fast --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 \
-        --repeats 3 --output "$out/quant_8b_fast.json" 2>&1 | tee "$out/quant_8b_fast.txt" ;;
-quant-1b)
-  python3 -m benchmarks.quantization --model llama-3.2-1b-shape --quant int4-gemlite,int8-gemlite --dtype bf16 --backend fast \
-        --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
-        --output "$out/quant_1b_fast.json" 2>&1 | tee "$out/quant_1b_fast.txt" ;;
+quant-8b|quant-1b)  # weight-only quantization on the fast backend against its unquantized step: int8 in bf16, then
+  # int4 in fp16 (gemlite's int4 takes fp16 activations only), each dtype's own unquantized row its reference
+  model=llama-3.1-8b-shape; [[ $stage == quant-1b ]] && model=llama-3.2-1b-shape
+  for pair in bf16:int8-gemlite fp16:int4-gemlite; do
+    dtype=${pair%%:*} name=${stage}_fast_${pair%%:*}
+    python3 -m benchmarks.quantization --model $model --quant "${pair#*:}" --dtype "$dtype" --backend fast \
+          --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
+          --output "$out/${name//-/_}.json" 2>&1 | tee "$out/${name//-/_}.txt"
+  done ;;
 step-overhead)  # what a compiled step's call costs the host, plain and with gemlite's int8 weights: compiled without
   # graphs, replayed by torch's CUDA graphs (Dynamo's guards before each replay), and captured by the fast backend
   python3 -m benchmarks.step_overhead --model llama-3.2-1b-shape --dtype bf16 --quant int8-gemlite,none \
