@@ -313,6 +313,15 @@ def comparisons() -> dict[str, Comparison]:
                    "before each matmul, so expect it slower and flagged; the tokens show what rounding cost.",
                    _column(dtype="fp32"), _column(dtype="fp32", quant="int8"), dict(new_tokens=128)),
     )
+    fast = dict(cache_impl="static", compile="reduce-overhead" if compiles else "off", backend="fast", attn=fast_attn,
+                dtype="bf16")
+    captured = () if zero_gpu_available() else (  # no torch.compile there: an uncaptured gemlite step waits on the host
+        Comparison("Quantization, fast backend: bf16 vs int8 (gemlite)",
+                   "The fast backend replays its whole decode step as one CUDA graph, so gemlite's int8 GEMV kernels "
+                   "(half of bf16's weight bytes) are not held up by the host launching them. Compare decode "
+                   "throughput, GPU busy and weight memory, and the logits row for what rounding cost. Needs a CUDA "
+                   "GPU and gemlite; elsewhere B says why.",
+                   _column(**fast), _column(**fast, quant="int8-gemlite"), dict(warmup=1, new_tokens=128)),)
     split = () if zero_gpu_available() else (  # a ZeroGPU visitor gets one device
         Comparison("Split: one device vs tensor parallel",
                    "B shards every layer over 2 processes (transformers' tensor parallel: NCCL between 2 GPUs, gloo "
@@ -320,4 +329,4 @@ def comparisons() -> dict[str, Comparison]:
                    "layer. At batch 1 the exchanges can cost more than the halved reads save: the record gives the "
                    "time in collectives per step and each rank's memory. Needs 2 GPUs on a GPU host.",
                    _column(), _column(parallel="tp", devices=2), dict(new_tokens=64)),)
-    return {c.name: c for c in (*items, *split, *speculation.comparisons())}
+    return {c.name: c for c in (*items, *captured, *split, *speculation.comparisons())}

@@ -90,7 +90,8 @@ def test_every_one_click_comparison_finishes_or_says_before_run_why_it_cannot(de
     from playground import capabilities
 
     assert refused == ([] if capabilities.host().cuda else ["Attention: sdpa vs flash_attention_2 (long context)",
-                                                             "Quantization: bf16 vs int4"])
+                                                             "Quantization: bf16 vs int4",
+                                                             "Quantization, fast backend: bf16 vs int8 (gemlite)"])
     page.close()
 
 
