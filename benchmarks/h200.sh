@@ -95,8 +95,9 @@ spec-fast)  # the fast backend's compiled verify step under prompt lookup, and w
         --rounds 3 --prompts 4 2>&1 | tee "$out/speculative_fast.txt" ;;
 spec-trained)  # a deeper target (16 layers, ~0.2 B parameters) trained here on the shipped corpus and tokenizer,
   # so a target step costs many draft steps, and a draft of the shipped draft's shape distilled from it
-  # (TRAIN_MIN and DRAFT_MIN cap the two trainings); both drafts propose for it. Keep OUTDIR off $OUT: the
-  # checkpoints are many files.
+  # (TRAIN_MIN and DRAFT_MIN cap the two trainings), which proposes for it; SHIPPED_DRAFT=1 adds the shipped
+  # draft as a second proposer (its rows: results/h200/2026-12-04-gemlite-speculation-spread/). Keep OUTDIR
+  # off $OUT: the checkpoints are many files.
   python3 scripts/build_corpus.py --out "$out/corpus" --no-tokenizer >"$out/corpus.txt" 2>&1
   python3 scripts/train_tiny_lm.py --corpus "$out/corpus" --tokenizer assets/models/stdlib-llama-tiny \
         --out "$out/target" --hidden-size 1024 --layers 16 --intermediate-size 2816 --epochs 4 \
@@ -104,7 +105,8 @@ spec-trained)  # a deeper target (16 layers, ~0.2 B parameters) trained here on 
   python3 scripts/train_tiny_lm.py --corpus "$out/corpus" --tokenizer assets/models/stdlib-llama-tiny \
         --out "$out/draft" --hidden-size 128 --layers 2 --intermediate-size 384 --seq-len 256 --batch-size 16 \
         --epochs 4 --max-minutes "${DRAFT_MIN:-2}" --teacher "$out/target" >"$out/train_draft.txt" 2>&1
-  for draft in "$out/draft" stdlib-llama-draft; do
+  drafts=("$out/draft"); [[ -n ${SHIPPED_DRAFT:-} ]] && drafts+=(stdlib-llama-draft)
+  for draft in "${drafts[@]}"; do
     python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --target "$out/target" \
           --draft-model "$draft" --draft-tokens 3,5 --rounds 3 --prompts 4
   done 2>&1 | tee "$out/speculative_trained.txt" ;;
