@@ -8,12 +8,16 @@ fp32 (see `pair`).
 
 Ideal speedup, from the speculative run's own counts and times (all measured, none assumed):
     ideal = τ · T / (T + D)
-where τ is tokens per target step (target forward passes counted), T is one plain decode step (1 / plain
-decode tok/s, the A side), and D is the draft's time per target step (time inside the draft model's forward
-over decode, per step; for prompt lookup, which runs no model, the fast backend's n-gram search on the host,
-and 0 under transformers, which does not time it). It is the speedup if
+where τ is tokens per verify round, (tokens − 1) / (target steps − 1) with target forward passes counted
+(the prefill's step emits the first token before decode begins, so it is no round), T is one plain decode
+step (1 / plain decode tok/s, the A side), and D is the draft's time per round (its share of decode times
+the round's decode time, τ / speculative decode tok/s; the draft's time is inside the draft model's forward,
+for prompt lookup, which runs no model, the fast backend's n-gram search on the host, and 0 under
+transformers, which does not time it). It is the speedup if
 verifying a step's drafts cost one plain step and nothing else cost time; measured / ideal says how much
 the rest (verifying k+1 positions, cache cropping, transformers' assisted-generation loop) takes back.
+On the fast backend the table splits a round into the draft's time, the verify step's (CUDA events around it)
+and the rest, beside a plain step, so that what takes the speedup back is measured, not inferred.
 
     python -m benchmarks.speculative                       # CPU: stdlib-llama-tiny with stdlib-llama-draft
     python -m benchmarks.speculative --rounds 3 --draft-tokens 2,4
@@ -60,12 +64,36 @@ def _checked(config: RunConfig) -> RunRecord:
     return record
 
 
+def tokens_per_round(spec: RunRecord) -> float:
+    """Tokens a verify round emits: the decode's tokens over its target steps, the prefill's one of each left out."""
+    return (spec.tokens_generated - 1) / max(spec.target_steps - 1, 1)
+
+
 def ideal_speedup(plain: RunRecord, spec: RunRecord) -> float:
     """τ · T / (T + D), from the two records (see the module docstring)."""
     step_s = 1 / plain.decode_tok_s
-    spec_step_s = spec.tokens_per_step / spec.decode_tok_s  # decode time per target step of the B run
-    draft_s = (spec.draft_share_pct or 0.0) / 100 * spec_step_s
-    return spec.tokens_per_step * step_s / (step_s + draft_s)
+    round_s = tokens_per_round(spec) / spec.decode_tok_s  # decode time per round of the B run
+    draft_s = (spec.draft_share_pct or 0.0) / 100 * round_s
+    return tokens_per_round(spec) * step_s / (step_s + draft_s)
+
+
+def round_ms(plain: RunRecord, spec: RunRecord) -> tuple[float, float, float | None, float | None]:
+    """(a plain step, then one speculative round's draft, verify step and the rest), ms: the rest is the host's
+    work between them (acceptance, cache rollback, streaming) and the GPU's wait on it. Verify is timed by the
+    fast backend only (None elsewhere)."""
+    round_s = tokens_per_round(spec) / spec.decode_tok_s
+    draft_s = (spec.draft_share_pct or 0.0) / 100 * round_s
+    verify_s = spec.verify_step_ms / 1e3 if spec.verify_step_ms is not None else None
+    rest_s = round_s - draft_s - verify_s if verify_s is not None else None
+    return (1e3 / plain.decode_tok_s, 1e3 * draft_s, None if verify_s is None else 1e3 * verify_s,
+            None if rest_s is None else 1e3 * rest_s)
+
+
+def _split(pairs: list[tuple[RunRecord, RunRecord]]) -> str:
+    """The mean of `round_ms` over the pairs, as 'plain · draft · verify · rest'."""
+    splits = [round_ms(p, s) for p, s in pairs]
+    parts = [[split[i] for split in splits] for i in range(4)]
+    return " · ".join("—" if None in part else f"{statistics.mean(part):.2f}" for part in parts)
 
 
 def pair(base: RunConfig, spec: str, draft_tokens: int,
@@ -99,12 +127,13 @@ def summarize(name: str, pairs: list[tuple[RunRecord, RunRecord]]) -> str:
     cells = (name, _pm([p.decode_tok_s for p in plain], 1), _pm([s.decode_tok_s for s in spec], 1),
              f"{100 * accepted / drafted:.1f}" if drafted else "—", _pm([s.tokens_per_step for s in spec]),
              _pm(share, 1) if share else "0", _pm(measured), _pm(ideal), _pm([m / i for m, i in zip(measured, ideal)]),
-             _agreement(pairs))
+             _split(pairs), _agreement(pairs))
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER_ROW = ("| method | plain tok/s | speculative tok/s | accepted % | tokens / target step | draft % of decode | "
-              "speedup | ideal speedup | measured / ideal | greedy tokens |\n" + "|---" * 10 + "|")
+              "speedup | ideal speedup | measured / ideal | ms: plain step · round's draft · verify · rest | "
+              "greedy tokens |\n" + "|---" * 11 + "|")
 
 
 def main(argv: list[str] | None = None) -> None:

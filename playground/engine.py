@@ -218,7 +218,7 @@ class _SpeculationProbe:
         first, last = recorder.times[0], recorder.times[-1]
         if drafting is not None:
             return StepCounts(drafting.drafted, tuple(recorder.emitted), drafting.draft_s, drafting.draft_calls,
-                              last - first)
+                              last - first, drafting.verify_s)
         decoding = [end - start for start, end in self.draft_spans if start >= first and end <= last]
         return StepCounts(tuple(self.drafted), tuple(recorder.emitted), sum(decoding), len(decoding), last - first)
 
@@ -476,6 +476,7 @@ def _fill_speculation(record: RunRecord, config: RunConfig, passes: list[StepCou
         last.target_steps, sum(last.drafted), last.accepted)
     record.acceptance_rate, record.tokens_per_step = figures.acceptance_rate, figures.tokens_per_step
     record.draft_share_pct, record.draft_step_ms = figures.draft_share_pct, figures.draft_step_ms
+    record.verify_step_ms = figures.verify_step_ms
     record.draft_tokens_max = max(max(p.drafted) for p in passes)
     record.spec_effective = config.spec if record.draft_tokens_max else "none"
     if not record.draft_tokens_max:

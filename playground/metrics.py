@@ -64,6 +64,7 @@ class StepCounts:
     draft_s: float  # seconds drafting during decode (the draft model's forward, or the fast backend's lookup)
     draft_calls: int  # draft forward passes (or prompt-lookup searches) during decode
     decode_s: float  # first token to last
+    verify_s: float | None = None  # seconds in the target's verify steps, where the backend times them
 
     @property
     def target_steps(self) -> int:
@@ -80,6 +81,7 @@ class Speculation:
     tokens_per_step: float  # tokens emitted / target steps, over all passes
     draft_share_pct: float | None  # drafting time / decode time, over all passes
     draft_step_ms: float | None  # mean time of one draft forward pass (or lookup search)
+    verify_step_ms: float | None  # mean time of one verify step (the target over the drafts), where timed
 
 
 def speculation(passes: list[StepCounts]) -> Speculation:
@@ -89,10 +91,13 @@ def speculation(passes: list[StepCounts]) -> Speculation:
     steps = sum(p.target_steps for p in passes)
     decode_s = sum(p.decode_s for p in passes)
     draft_s, calls = sum(p.draft_s for p in passes), sum(p.draft_calls for p in passes)
+    verifies = sum(p.target_steps - 1 for p in passes)  # every target step but the prefill
+    timed = verifies and all(p.verify_s is not None for p in passes)
     return Speculation(accepted / drafted if drafted else None,
                        sum(sum(p.emitted) for p in passes) / steps,
                        100 * draft_s / decode_s if calls and decode_s > 0 else None,
-                       1e3 * draft_s / calls if calls else None)
+                       1e3 * draft_s / calls if calls else None,
+                       1e3 * sum(p.verify_s for p in passes) / verifies if timed else None)
 
 
 def aggregate_tok_s(per_sequence_tok_s: float | None, batch_size: int) -> float | None:

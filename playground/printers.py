@@ -26,7 +26,7 @@ _ROW_FIELDS = (
     "kv_bytes_per_token", "kv_bytes_per_token_measured", "max_batch_predicted",
     "gpu_busy_pct", "host_other_cpu_pct", "bandwidth_gb_s", "roofline_weight_mb", "roofline_kv_mb", "roofline_kv_read", "roofline_tok_s",
     "bandwidth_roofline_pct", "prefill_tflop_s", "target_steps", "drafted_tokens", "accepted_tokens",
-    "acceptance_rate", "tokens_per_step", "draft_share_pct", "draft_step_ms", "fallback", "random_weights",
+    "acceptance_rate", "tokens_per_step", "draft_share_pct", "draft_step_ms", "verify_step_ms", "fallback", "random_weights",
 )
 ROW_FIELDS = _ROW_FIELDS + tuple(name for name, s in SETTINGS.items() if s.column and name not in _ROW_FIELDS)
 JSON_EXTRA = ("attn_kernels", "attn_families", "matmul_kernels", "decode_top_kernels", "output_ids", "env", "config")

@@ -81,6 +81,7 @@ class RunRecord:
     tokens_per_step: float | None = None  # tokens generated per target step over the steady repeats
     draft_share_pct: float | None = None  # time drafting / decode time (draft model's forward, or lookup's search)
     draft_step_ms: float | None = None  # one draft forward pass (or one prompt-lookup search), mean
+    verify_step_ms: float | None = None  # one verify step (the target over the drafts), mean; fast backend only
     # cold start: model load, then the first call (compiles when compile is on)
     load_s: float | None = None
     model_reused: bool | None = None

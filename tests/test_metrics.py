@@ -35,8 +35,17 @@ def test_speculation_figures_total_over_passes():
     assert figures.tokens_per_step == pytest.approx(12 / 5)
     assert figures.draft_share_pct == pytest.approx(20.0)
     assert figures.draft_step_ms == pytest.approx(5.0)
+    assert figures.verify_step_ms is None  # neither pass timed its verify steps
     lookup = speculation([StepCounts(drafted=(0, 0), emitted=(1, 1), draft_s=0.0, draft_calls=0, decode_s=0.1)])
     assert lookup.acceptance_rate is None and lookup.draft_share_pct is None and lookup.tokens_per_step == 1.0
+
+
+def test_a_verify_step_is_every_target_step_but_the_prefill():
+    one = StepCounts(drafted=(0, 4, 4), emitted=(1, 5, 2), draft_s=0.03, draft_calls=8, decode_s=0.1, verify_s=0.02)
+    two = StepCounts(drafted=(0, 4), emitted=(1, 3), draft_s=0.01, draft_calls=4, decode_s=0.1, verify_s=0.01)
+    assert speculation([one, two]).verify_step_ms == pytest.approx(1e3 * 0.03 / 3)
+    untimed = StepCounts(drafted=(0, 4), emitted=(1, 3), draft_s=0.01, draft_calls=4, decode_s=0.1)
+    assert speculation([one, untimed]).verify_step_ms is None  # a mean over some passes would mislead
 
 
 def test_inter_token_latency_is_positive_and_in_order():

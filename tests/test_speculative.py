@@ -55,6 +55,7 @@ def test_counts_add_up_and_tokens_say_which_were_drafts(spec):
         assert 0 < record.draft_share_pct < 100 and record.draft_step_ms > 0
     else:
         assert record.draft_share_pct is None  # no draft model ran
+    assert record.verify_step_ms is None  # transformers' assisted generation: its target steps are not timed
 
 
 def test_without_speculation_no_step_figures(plain):

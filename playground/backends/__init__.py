@@ -59,6 +59,7 @@ class Drafting:
     drafted: tuple[int, ...]  # drafts each target step verified (0 for the prefill)
     draft_s: float  # time in the draft's work during decode
     draft_calls: int  # draft forward passes (prompt lookup on the fast backend: its searches)
+    verify_s: float | None = None  # time in the target's verify steps, where the backend times them
 
 
 def get(name: str) -> Backend:

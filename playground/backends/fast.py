@@ -36,7 +36,7 @@ def generate(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_to
 def speculation(output: FastOutput) -> Drafting | None:
     if not isinstance(output, SpeculativeOutput):
         return None
-    return Drafting(tuple(output.drafted), output.draft_s, output.draft_calls)
+    return Drafting(tuple(output.drafted), output.draft_s, output.draft_calls, output.verify_s)
 
 
 def kv_cache_bytes(output: FastOutput) -> int:

@@ -45,6 +45,7 @@ class SpeculativeOutput(FastOutput):
     accepted: list[int] = field(default_factory=list)  # drafts each target step accepted
     draft_s: float = 0.0  # time in the draft's decode steps (prompt lookup: in its searches, on the host)
     draft_calls: int = 0  # the draft's decode steps (prompt lookup: its searches)
+    verify_s: float = 0.0  # time in the target's verify steps, one a round
 
 
 def verify_chunk(model, state: StaticState, n: int) -> torch.Tensor:
@@ -167,7 +168,7 @@ class _DraftModel:
 
     def __init__(self, draft, state: StaticState, step: Callable, steps: Callable) -> None:
         self.draft, self.state, self.step, self.steps = draft, state, step, steps
-        self.clock = _DraftClock(state.tokens.device)
+        self.clock = _SpanClock(state.tokens.device)
         self.calls = 0
 
     def seconds(self) -> float:
@@ -265,6 +266,7 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
         proposer = (_PromptLookup(target.tokens.device) if draft is None
                     else _draft_model(draft, cache_len, compile_mode, k, eos, eos_until, pad, temp))
         verify = compiled_verify(target, compile_mode, k + 1, greedy=not do_sample)
+        verify_clock = _SpanClock(target.tokens.device)
         if streamer is not None:
             streamer.put(input_ids.cpu())
         ids = input_ids.to(target.tokens.device)
@@ -278,12 +280,15 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
             while len(tokens) < max_new_tokens:
                 drafts, m, draft_probs = proposer.propose(pos, k, do_sample, temp)
                 target.tokens[0, pos + 1: pos + k + 1] = drafts
+                verify_clock.start()
+                verified = verify(model, target)
+                verify_clock.stop()
                 if do_sample:
-                    logits = verify(model, target)[: m + 1]
+                    logits = verified[: m + 1]
                     q = draft_probs if draft_probs is not None else _one_hot(drafts[:m], logits.shape[-1])
                     kept, token = _accept_sampled(drafts[:m], q, logits, temp)
                 else:
-                    kept, token = _accept_greedy(verify(model, target), m)
+                    kept, token = _accept_greedy(verified, m)
                 n, new = len(kept), kept + [token]
                 proposer.advance(pos, n, k, new, do_sample)
                 target.pos.fill_(pos + n + 1)
@@ -295,7 +300,7 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
                 tokens += new
                 if _emit(new, streamer, criteria, eos, target, prompt_len + len(tokens)):
                     break
-        out.draft_s, out.draft_calls = proposer.seconds(), proposer.calls
+        out.draft_s, out.draft_calls, out.verify_s = proposer.seconds(), proposer.calls, verify_clock.seconds()
         tokens = _until_eos(tokens, eos)
         if streamer is not None:
             streamer.end()
@@ -337,9 +342,9 @@ def _until_eos(tokens: list[int], eos: list[int]) -> list[int]:
     return tokens
 
 
-class _DraftClock:
-    """Time in the draft's work, summed over rounds: CUDA events on a GPU, read once at the end, so that
-    timing adds no wait to the loop it times (a synchronize per round would idle the GPU while the host
+class _SpanClock:
+    """Time in one part of each round (the draft's steps, the target's verify step), summed over rounds: CUDA
+    events on a GPU, read once at the end, so that timing adds no wait to the loop it times (a synchronize per round would idle the GPU while the host
     launches the next step); the host's clock on a CPU, where every op has finished when it returns."""
 
     def __init__(self, device: torch.device) -> None:

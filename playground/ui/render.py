@@ -180,6 +180,8 @@ def _speculation(rec: RunRecord) -> str:
     drafted = (f"{num(100 * rec.acceptance_rate, '%')} of drafts accepted · " if rec.acceptance_rate is not None
                else "nothing drafted · ")
     draft = f" · draft {num(rec.draft_share_pct, '%')} of decode time" if rec.draft_share_pct is not None else ""
+    if rec.verify_step_ms is not None:
+        draft += f" · verify step {num(rec.verify_step_ms)} ms"
     return (f"{escape(rec.spec_effective)}: {drafted}{num(rec.tokens_per_step)} tokens per target step "
             f"<span class='dim'>({rec.target_steps} steps for {rec.tokens_generated} tokens)</span>{draft}")
 

@@ -140,3 +140,11 @@ def test_pane_header_names_the_backend():
 
     assert render.config_title(RunConfig(prompt="hi", backend="fast", cache_impl="static")).startswith("fast: sdpa")
     assert render.config_title(RunConfig(prompt="hi")).startswith("transformers: sdpa")
+
+
+def test_speculation_row_shows_the_verify_step_where_the_backend_timed_it():
+    spec = dict(spec="draft", spec_effective="draft", target_steps=3, tokens_per_step=1.33, acceptance_rate=0.5,
+                draft_share_pct=20.0)
+    timed = render.metrics_table({"A": make_record(**spec, verify_step_ms=0.8)})
+    untimed = render.metrics_table({"A": make_record(**spec)})
+    assert "verify step 0.80 ms" in timed and "verify step" not in untimed
