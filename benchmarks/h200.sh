@@ -78,7 +78,7 @@ quant-8b|quant-1b)  # weight-only quantization on the fast backend against its u
   # int4 in fp16 (gemlite's int4 takes fp16 activations only), each dtype's own unquantized row its reference
   model=llama-3.1-8b-shape; [[ $stage == quant-1b ]] && model=llama-3.2-1b-shape
   for pair in bf16:int8-gemlite fp16:int4-gemlite; do
-    dtype=${pair%%:*} name=${stage}_fast_${pair%%:*}
+    dtype=${pair%%:*}; name=${stage}_fast_$dtype
     python3 -m benchmarks.quantization --model $model --quant "${pair#*:}" --dtype "$dtype" --backend fast \
           --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
           --output "$out/${name//-/_}.json" 2>&1 | tee "$out/${name//-/_}.txt"

@@ -69,24 +69,20 @@ def tokens_per_round(spec: RunRecord) -> float:
     return (spec.tokens_generated - 1) / max(spec.target_steps - 1, 1)
 
 
-def ideal_speedup(plain: RunRecord, spec: RunRecord) -> float:
-    """τ · T / (T + D), from the two records (see the module docstring)."""
-    step_s = 1 / plain.decode_tok_s
-    round_s = tokens_per_round(spec) / spec.decode_tok_s  # decode time per round of the B run
-    draft_s = (spec.draft_share_pct or 0.0) / 100 * round_s
-    return tokens_per_round(spec) * step_s / (step_s + draft_s)
-
-
 def round_ms(plain: RunRecord, spec: RunRecord) -> tuple[float, float, float | None, float | None]:
     """(a plain step, then one speculative round's draft, verify step and the rest), ms: the rest is the host's
     work between them (acceptance, cache rollback, streaming) and the GPU's wait on it. Verify is timed by the
     fast backend only (None elsewhere)."""
-    round_s = tokens_per_round(spec) / spec.decode_tok_s
-    draft_s = (spec.draft_share_pct or 0.0) / 100 * round_s
-    verify_s = spec.verify_step_ms / 1e3 if spec.verify_step_ms is not None else None
-    rest_s = round_s - draft_s - verify_s if verify_s is not None else None
-    return (1e3 / plain.decode_tok_s, 1e3 * draft_s, None if verify_s is None else 1e3 * verify_s,
-            None if rest_s is None else 1e3 * rest_s)
+    round_ = 1e3 * tokens_per_round(spec) / spec.decode_tok_s  # decode time per round of the B run
+    draft = (spec.draft_share_pct or 0.0) / 100 * round_
+    verify = spec.verify_step_ms
+    return 1e3 / plain.decode_tok_s, draft, verify, None if verify is None else round_ - draft - verify
+
+
+def ideal_speedup(plain: RunRecord, spec: RunRecord) -> float:
+    """τ · T / (T + D), from the two records (see the module docstring)."""
+    step, draft, _, _ = round_ms(plain, spec)
+    return tokens_per_round(spec) * step / (step + draft)
 
 
 def _split(pairs: list[tuple[RunRecord, RunRecord]]) -> str:

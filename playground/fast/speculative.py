@@ -344,8 +344,9 @@ def _until_eos(tokens: list[int], eos: list[int]) -> list[int]:
 
 class _SpanClock:
     """Time in one part of each round (the draft's steps, the target's verify step), summed over rounds: CUDA
-    events on a GPU, read once at the end, so that timing adds no wait to the loop it times (a synchronize per round would idle the GPU while the host
-    launches the next step); the host's clock on a CPU, where every op has finished when it returns."""
+    events on a GPU, read once at the end, so that timing adds no wait to the loop it times (a synchronize per
+    round would idle the GPU while the host launches the next step); the host's clock on a CPU, where every op
+    has finished when it returns."""
 
     def __init__(self, device: torch.device) -> None:
         self.device, self.cuda = device, device.type == "cuda"
