@@ -23,6 +23,12 @@ The host reads one small tensor back a round: under greedy decoding the verify g
 target's choices (EOS masked as `select_token` does) and returns them with the drafts, so the host compares
 k + 1 ints instead of launching the acceptance op by op. A draft model's work stays on the device, while
 prompt lookup's proposals are found on the host and copied over, k token ids a round.
+
+The device idles from that read until the next round's first launch, so nothing else happens in between:
+the next round is queued first, and the tokens just accepted are streamed and checked against the
+stopping criteria while it runs. A stop the criteria ask for therefore ends the run one round later
+(that round's work is dropped, as plain decoding drops its one step computed ahead); an EOS needs no
+criterion and ends it at once.
 """
 
 from __future__ import annotations
@@ -59,19 +65,17 @@ def verify_greedy(model, state: StaticState, n: int) -> torch.Tensor:
     return torch.cat([verify_chunk(model, state, n).argmax(dim=-1), drafts])
 
 
-def _replayed(state: StaticState, compile_mode: str, key: tuple, fn: Callable, *args,
-              copy_out: bool = False) -> Callable:
+def _replayed(state: StaticState, compile_mode: str, key: tuple, fn: Callable, *args) -> Callable:
     """`fn(model, state, ..., *args)` compiled once per state under `key` for CUDA-graph replay like the decode
     step; the callable it returns takes the arguments before `args`. The graph's output buffer is reused by its
-    next replay: `copy_out` hands back a copy, else the caller reads the output before the next replay."""
+    next replay, so a caller reads the output before replaying it again."""
     if compile_mode == "off":
         return lambda *head: fn(*head, *args)
     if key not in state.compiled:
         step = compile_step(fn, state, compile_mode)
 
         def replay(*head):
-            out = step(*head, *args)
-            return out.clone() if copy_out else out
+            return step(*head, *args)
 
         state.compiled[key] = (replay, replay)
     return state.compiled[key][0]
@@ -80,12 +84,16 @@ def _replayed(state: StaticState, compile_mode: str, key: tuple, fn: Callable, *
 def compiled_verify(state: StaticState, compile_mode: str, n: int, greedy: bool) -> Callable:
     """`verify_greedy` or `verify_chunk` over n tokens, replayed like the decode step: `verify(model, state)`."""
     return _replayed(state, compile_mode, ("verify", compile_mode, n, greedy),
-                     verify_greedy if greedy else verify_chunk, n, copy_out=True)
+                     verify_greedy if greedy else verify_chunk, n)
 
 
 def draft_steps(model, state: StaticState, sample: bool, k: int) -> torch.Tensor | None:
     """k decode steps of the draft (`decode_one_token`); when sampling, their logits (k, batch, vocab), which
-    acceptance needs (greedy acceptance reads only the drafted tokens, left in `state.tokens`)."""
+    acceptance needs (greedy acceptance reads only the drafted tokens, left in `state.tokens`).
+
+    `finished` is cleared first, inside the graph: an EOS drafted in one round would pad the draft's later
+    proposals for good, and a separate launch would wait on the host while the device idles."""
+    state.finished.zero_()
     logits = [decode_one_token(model, state, sample)[1] for _ in range(k)]
     return torch.stack(logits) if sample else None
 
@@ -159,7 +167,9 @@ class NgramIndex:
         return []
 
 
-Proposal = tuple[torch.Tensor, int, torch.Tensor | None]  # drafts (k,), how many are proposals, their q
+# The round's row for the target's buffer: its last kept token, then k drafts (k + 1,); how many of the drafts are
+# proposals; the distributions they were sampled from, or None.
+Proposal = tuple[torch.Tensor, int, torch.Tensor | None]
 
 
 class _DraftModel:
@@ -179,10 +189,8 @@ class _DraftModel:
         self.state.tokens[:, ids.shape[1]] = first  # the draft continues from the target's token, not its own
 
     def propose(self, pos: int, k: int, sample: bool, temperature: float) -> Proposal:
-        """(drafts (k,), how many of them are proposals, the distributions they were sampled from or None)."""
         small = self.state
         self.clock.start()
-        small.finished.zero_()  # a drafted EOS would pad the draft's later proposals for good
         logits = self.steps(self.draft, small, sample)
         probs = None
         if sample:  # the distributions the draft sampled from: EOS masked as select_token did, step by step
@@ -192,7 +200,12 @@ class _DraftModel:
             probs = torch.softmax(masked / temperature, dim=-1)
         self.clock.stop()
         self.calls += k
-        return small.tokens[0, pos + 1: pos + k + 1].clone(), k, probs
+        return small.tokens[0, pos: pos + k + 1], k, probs  # read before `advance` writes past pos + n
+
+    def forget_round(self, k: int) -> None:
+        """Uncount the latest `propose`: its round was queued but never accepted."""
+        self.clock.forget()
+        self.calls -= k
 
     def advance(self, pos: int, n: int, k: int, new: list[int], sample: bool) -> None:
         """Past the n accepted drafts, then the target's token. The draft has cached positions up to
@@ -213,7 +226,7 @@ class _PromptLookup:
     search and the drafts' copy to the device, on the host's clock (the device has nothing to do with it)."""
 
     def __init__(self, device: torch.device) -> None:
-        self.device, self.calls, self.spent = device, 0, 0.0
+        self.device, self.calls, self.spent, self.last = device, 0, 0.0, 0.0
         self.index: NgramIndex | None = None
 
     def seconds(self) -> float:
@@ -226,10 +239,16 @@ class _PromptLookup:
         began = time.perf_counter()
         found = self.index.propose(k)
         filler = [found[-1] if found else self.index.tokens[-1]] * (k - len(found))
-        drafts = torch.tensor(found + filler, device=self.device)
-        self.spent += time.perf_counter() - began
+        row = torch.tensor(self.index.tokens[-1:] + found + filler, device=self.device)
+        self.last = time.perf_counter() - began
+        self.spent += self.last
         self.calls += 1
-        return drafts, len(found), None
+        return row, len(found), None
+
+    def forget_round(self, k: int) -> None:
+        """Uncount the latest `propose`: its round was queued but never accepted."""
+        self.spent -= self.last
+        self.calls -= 1
 
     def advance(self, pos: int, n: int, k: int, new: list[int], sample: bool) -> None:
         self.index.extend(new)
@@ -276,30 +295,37 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
         pos = prompt_len  # where the last kept token sits: the host's copy of `target.pos`, never read back
         out.drafted.append(0)
         out.accepted.append(0)
-        if not _emit(tokens, streamer, criteria, eos, target, prompt_len + 1):
-            while len(tokens) < max_new_tokens:
-                drafts, m, draft_probs = proposer.propose(pos, k, do_sample, temp)
-                target.tokens[0, pos + 1: pos + k + 1] = drafts
-                verify_clock.start()
-                verified = verify(model, target)
-                verify_clock.stop()
-                if do_sample:
-                    logits = verified[: m + 1]
-                    q = draft_probs if draft_probs is not None else _one_hot(drafts[:m], logits.shape[-1])
-                    kept, token = _accept_sampled(drafts[:m], q, logits, temp)
-                else:
-                    kept, token = _accept_greedy(verified, m)
-                n, new = len(kept), kept + [token]
-                proposer.advance(pos, n, k, new, do_sample)
-                target.pos.fill_(pos + n + 1)
-                target.tokens[0, pos + n + 1] = token
-                pos += n + 1
-                out.drafted.append(m)
-                out.accepted.append(n)
-                new = new[: max_new_tokens - len(tokens)]
-                tokens += new
-                if _emit(new, streamer, criteria, eos, target, prompt_len + len(tokens)):
-                    break
+        pending: list[int] = []  # the latest round's tokens, streamed while the next round runs
+        stopped = _emit(tokens, streamer, criteria, eos, target, prompt_len + 1)
+        while not stopped:
+            if len(tokens) >= max_new_tokens or _until_eos(pending, eos) != pending:  # nothing to queue behind it
+                if pending:
+                    _emit(pending, streamer, criteria, eos, target, prompt_len + len(tokens))
+                break
+            row, m, draft_probs = proposer.propose(pos, k, do_sample, temp)
+            target.pos.fill_(pos)
+            target.tokens[0, pos: pos + k + 1] = row
+            verify_clock.start()
+            verified = verify(model, target)
+            verify_clock.stop()
+            if pending and _emit(pending, streamer, criteria, eos, target, prompt_len + len(tokens)):
+                proposer.forget_round(k)
+                verify_clock.forget()
+                break
+            drafts = row[1:]
+            if do_sample:
+                logits = verified[: m + 1]
+                q = draft_probs if draft_probs is not None else _one_hot(drafts[:m], logits.shape[-1])
+                kept, token = _accept_sampled(drafts[:m], q, logits, temp)
+            else:
+                kept, token = _accept_greedy(verified, m)
+            n, new = len(kept), kept + [token]
+            proposer.advance(pos, n, k, new, do_sample)
+            pos += n + 1
+            out.drafted.append(m)
+            out.accepted.append(n)
+            pending = new[: max_new_tokens - len(tokens)]
+            tokens += pending
         out.draft_s, out.draft_calls, out.verify_s = proposer.seconds(), proposer.calls, verify_clock.seconds()
         tokens = _until_eos(tokens, eos)
         if streamer is not None:
@@ -365,6 +391,10 @@ class _SpanClock:
 
     def stop(self) -> None:
         self.spans.append((self._start, self._now()))
+
+    def forget(self) -> None:
+        """Drop the latest span: a round queued but never accepted."""
+        self.spans.pop()
 
     def seconds(self) -> float:
         if not self.cuda:

@@ -50,6 +50,37 @@ def test_eos_and_min_new_tokens_end_the_run_where_plain_decode_does(pair, method
 
 
 @pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
+def test_a_criterion_stops_the_run_after_the_round_that_met_it_and_the_queued_round_is_not_counted(pair, method):
+    """The next round is queued before a round's tokens are checked, so the criterion is asked one round late:
+    the output must still end with the round that met it, and the dropped round count nowhere."""
+    ids = pair.tokenizer(GROUNDED_PROMPT, return_tensors="pt")["input_ids"]
+
+    class Collect:
+        def __init__(self):
+            self.puts: list[list[int]] = []
+
+        def put(self, value):
+            self.puts.append(value.reshape(-1).tolist())
+
+        def end(self):
+            pass
+
+    plain = fast_generate(pair.model, input_ids=ids, max_new_tokens=40, eos_token_id=[])
+    ten_new = lambda input_ids, scores: input_ids.shape[1] >= ids.shape[1] + 10  # noqa: E731
+    draft = pair.draft.model if method == "draft" else None
+    k = 3
+    spec = speculative_generate(pair.model, draft, input_ids=ids, max_new_tokens=40, draft_tokens=k, eos_token_id=[],
+                                streamer=(collect := Collect()), stopping_criteria=[ten_new])
+    new = spec.sequences[0, ids.shape[1]:].tolist()
+    assert 10 <= len(new) <= 10 + k and new == plain.sequences[0, ids.shape[1]: ids.shape[1] + len(new)].tolist()
+    assert sum(collect.puts[1:], []) == new  # after the prompt, every kept token once, none of the dropped round's
+    assert sum(spec.accepted) + len(spec.accepted) == len(new)  # each round: its accepted drafts and one token
+    rounds = len(spec.accepted) - 1
+    full = sum(n == k for n in spec.accepted[1:])  # a fully accepted round costs the draft one more step
+    assert spec.draft_calls == (k * rounds + full if method == "draft" else rounds)
+
+
+@pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
 def test_the_engine_records_what_the_fast_backend_drafted(method):
     base = RunConfig(model="stdlib-llama-tiny", prompt=GROUNDED_PROMPT, new_tokens=30, repeats=1, warmup=0,
                      cache_impl="static", backend="fast", profile_kernels=False)
