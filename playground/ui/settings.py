@@ -315,13 +315,21 @@ def comparisons() -> dict[str, Comparison]:
     )
     fast = dict(cache_impl="static", compile="reduce-overhead" if compiles else "off", backend="fast", attn=fast_attn,
                 dtype="bf16")
+    fast_fp16 = dict(fast, dtype="fp16")  # gemlite's int4 kernels take fp16 activations only
     captured = () if zero_gpu_available() else (  # no torch.compile there: an uncaptured gemlite step waits on the host
         Comparison("Quantization, fast backend: bf16 vs int8 (gemlite)",
                    "The fast backend replays its whole decode step as one CUDA graph, so gemlite's int8 GEMV kernels "
                    "(half of bf16's weight bytes) are not held up by the host launching them. Compare decode "
                    "throughput, GPU busy and weight memory, and the logits row for what rounding cost. Needs a CUDA "
                    "GPU and gemlite; elsewhere B says why.",
-                   _column(**fast), _column(**fast, quant="int8-gemlite"), dict(warmup=1, new_tokens=128)),)
+                   _column(**fast), _column(**fast, quant="int8-gemlite"), dict(warmup=1, new_tokens=128)),
+        Comparison("Quantization, fast backend: fp16 vs int4 (gemlite)",
+                   "A quarter of the weight bytes, through gemlite's int4 GEMV kernels (HQQ, group 128) in the fast "
+                   "backend's replayed step. gemlite's int4 takes fp16 activations only, so both sides run fp16. On "
+                   "a model with random weights int4 moves the logits by as much as they are large: read its quality "
+                   "on a trained model. Needs a CUDA GPU and gemlite; elsewhere B says why.",
+                   _column(**fast_fp16), _column(**fast_fp16, quant="int4-gemlite"),
+                   dict(warmup=1, new_tokens=128)),)
     split = () if zero_gpu_available() else (  # a ZeroGPU visitor gets one device
         Comparison("Split: one device vs tensor parallel",
                    "B shards every layer over 2 processes (transformers' tensor parallel: NCCL between 2 GPUs, gloo "

@@ -91,7 +91,8 @@ def test_every_one_click_comparison_finishes_or_says_before_run_why_it_cannot(de
 
     assert refused == ([] if capabilities.host().cuda else ["Attention: sdpa vs flash_attention_2 (long context)",
                                                              "Quantization: bf16 vs int4",
-                                                             "Quantization, fast backend: bf16 vs int8 (gemlite)"])
+                                                             "Quantization, fast backend: bf16 vs int8 (gemlite)",
+                                                             "Quantization, fast backend: fp16 vs int4 (gemlite)"])
     page.close()
 
 
