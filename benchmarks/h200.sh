@@ -2,7 +2,7 @@
 # The H200 measurements behind results/h200/ and the README's "Measured on an NVIDIA H200".
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
-#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-matmul | step-overhead | spec-fast
+#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | step-overhead | spec-fast
 #          | spec-trained
 #          | batch-8b | batch-8b-padded | warm | spread-1b
 #          | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
@@ -82,6 +82,13 @@ quant-8b|quant-1b)  # weight-only quantization on the fast backend against its u
     python3 -m benchmarks.quantization --model $model --quant "${pair#*:}" --dtype "$dtype" --backend fast \
           --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
           --output "$out/${name//-/_}.json" 2>&1 | tee "$out/${name//-/_}.txt"
+  done ;;
+quant-tiny)  # each quantization's kernels on the trained shipped model, where perplexity says what it costs (a
+  # random-weight shape's logit error shows mostly how much random layers amplify rounding); gemlite's int4 in fp16
+  for pair in bf16:int8,int4,fp8,int8-gemlite fp16:int8-gemlite,int4-gemlite; do
+    dtype=${pair%%:*}
+    python3 -m benchmarks.quantization --model stdlib-llama-tiny --device cuda --dtype "$dtype" --quant "${pair#*:}" \
+          --repeats 3 --output "$out/quant_tiny_$dtype.json" 2>&1 | tee "$out/quant_tiny_$dtype.txt"
   done ;;
 step-overhead)  # what a compiled step's call costs the host, plain and with gemlite's int8 weights: compiled without
   # graphs, replayed by torch's CUDA graphs (Dynamo's guards before each replay), and captured by the fast backend
