@@ -298,8 +298,9 @@ def speculative_generate(model, draft, *, input_ids: torch.Tensor, max_new_token
         pending: list[int] = []  # the latest round's tokens, streamed while the next round runs
         stopped = _emit(tokens, streamer, criteria, eos, target, prompt_len + 1)
         while not stopped:
-            if len(tokens) >= max_new_tokens or _until_eos(pending, eos) != pending:  # nothing to queue behind it
-                if pending:
+            if len(tokens) >= max_new_tokens or _has_eos(pending, eos):  # the last round: nothing to queue behind it
+                if pending:  # the criteria read the target's last token, which the next round's row would carry
+                    target.tokens[0, prompt_len + len(tokens) - 1] = tokens[-1]
                     _emit(pending, streamer, criteria, eos, target, prompt_len + len(tokens))
                 break
             row, m, draft_probs = proposer.propose(pos, k, do_sample, temp)
@@ -355,9 +356,13 @@ def _emit(new: list[int], streamer, criteria: Sequence[Callable], eos: list[int]
     kept = _until_eos(new, eos)
     if streamer is not None and kept:
         streamer.put(torch.tensor([kept]))
-    if len(kept) < len(new):
+    if _has_eos(kept, eos):
         return True
     return bool(criteria) and bool(_stop_requested(criteria, state.tokens[:, :length], None).all())
+
+
+def _has_eos(tokens: list[int], eos: list[int]) -> bool:
+    return any(token in eos for token in tokens)
 
 
 def _until_eos(tokens: list[int], eos: list[int]) -> list[int]:

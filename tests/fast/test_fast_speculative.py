@@ -36,6 +36,19 @@ def test_greedy_tokens_equal_plain_fast_decode(pair, k, method):
     assert all(0 <= n <= d for n, d in zip(spec.accepted, spec.drafted))
 
 
+class Collect:
+    """A streamer that keeps what it was handed: the prompt first, then each round's tokens."""
+
+    def __init__(self):
+        self.puts: list[list[int]] = []
+
+    def put(self, value):
+        self.puts.append(value.reshape(-1).tolist())
+
+    def end(self):
+        pass
+
+
 @pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
 def test_eos_and_min_new_tokens_end_the_run_where_plain_decode_does(pair, method):
     ids = pair.tokenizer("def main():\n", return_tensors="pt")["input_ids"]
@@ -44,9 +57,12 @@ def test_eos_and_min_new_tokens_end_the_run_where_plain_decode_does(pair, method
     for min_new in (0, 5):
         plain = fast_generate(pair.model, input_ids=ids, max_new_tokens=30, eos_token_id=eos, min_new_tokens=min_new)
         spec = speculative_generate(pair.model, draft, input_ids=ids, max_new_tokens=30, draft_tokens=4,
-                                    eos_token_id=eos, min_new_tokens=min_new)
+                                    eos_token_id=eos, min_new_tokens=min_new, streamer=(collect := Collect()))
         assert spec.sequences.tolist() == plain.sequences.tolist()
-        assert spec.sequences.shape[1] - ids.shape[1] < 30 and spec.sequences[0, -1].item() in eos
+        new = spec.sequences[0, ids.shape[1]:].tolist()
+        assert len(new) < 30 and new[-1] in eos
+        assert sum(collect.puts[1:], []) == new  # nothing streamed past the EOS
+        assert sum(spec.accepted) + len(spec.accepted) - len(new) <= 4  # no round after the one that made it
 
 
 @pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
@@ -54,17 +70,6 @@ def test_a_criterion_stops_the_run_after_the_round_that_met_it_and_the_queued_ro
     """The next round is queued before a round's tokens are checked, so the criterion is asked one round late:
     the output must still end with the round that met it, and the dropped round count nowhere."""
     ids = pair.tokenizer(GROUNDED_PROMPT, return_tensors="pt")["input_ids"]
-
-    class Collect:
-        def __init__(self):
-            self.puts: list[list[int]] = []
-
-        def put(self, value):
-            self.puts.append(value.reshape(-1).tolist())
-
-        def end(self):
-            pass
-
     plain = fast_generate(pair.model, input_ids=ids, max_new_tokens=40, eos_token_id=[])
     ten_new = lambda input_ids, scores: input_ids.shape[1] >= ids.shape[1] + 10  # noqa: E731
     draft = pair.draft.model if method == "draft" else None
