@@ -12,6 +12,7 @@ from playground.fast.generate import fast_generate
 from playground.fast.speculative import NgramIndex, _accept_greedy, speculative_generate
 from playground.loader import ModelCache
 from playground.speculative import GROUNDED_PROMPT
+from tests.fast.test_fast_generate import Collect
 from tests.test_speculative import CHI2_999, SAMPLES, VOCAB, _chi2, _tiny_llama
 
 
@@ -36,17 +37,9 @@ def test_greedy_tokens_equal_plain_fast_decode(pair, k, method):
     assert all(0 <= n <= d for n, d in zip(spec.accepted, spec.drafted))
 
 
-class Collect:
-    """A streamer that keeps what it was handed: the prompt first, then each round's tokens."""
-
-    def __init__(self):
-        self.puts: list[list[int]] = []
-
-    def put(self, value):
-        self.puts.append(value.reshape(-1).tolist())
-
-    def end(self):
-        pass
+def streamed(collect: Collect) -> list[int]:
+    """The token ids a streamer was handed after the prompt, round by round, in order."""
+    return [token for value in collect.puts[1:] if value != "end" for token in value.reshape(-1).tolist()]
 
 
 @pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
@@ -61,7 +54,7 @@ def test_eos_and_min_new_tokens_end_the_run_where_plain_decode_does(pair, method
         assert spec.sequences.tolist() == plain.sequences.tolist()
         new = spec.sequences[0, ids.shape[1]:].tolist()
         assert len(new) < 30 and new[-1] in eos
-        assert sum(collect.puts[1:], []) == new  # nothing streamed past the EOS
+        assert streamed(collect) == new  # nothing streamed past the EOS
         assert sum(spec.accepted) + len(spec.accepted) - len(new) <= 4  # no round after the one that made it
 
 
@@ -78,7 +71,7 @@ def test_a_criterion_stops_the_run_after_the_round_that_met_it_and_the_queued_ro
                                 streamer=(collect := Collect()), stopping_criteria=[ten_new])
     new = spec.sequences[0, ids.shape[1]:].tolist()
     assert 10 <= len(new) <= 10 + k and new == plain.sequences[0, ids.shape[1]: ids.shape[1] + len(new)].tolist()
-    assert sum(collect.puts[1:], []) == new  # after the prompt, every kept token once, none of the dropped round's
+    assert streamed(collect) == new  # after the prompt, every kept token once, none of the dropped round's
     assert sum(spec.accepted) + len(spec.accepted) == len(new)  # each round: its accepted drafts and one token
     rounds = len(spec.accepted) - 1
     full = sum(n == k for n in spec.accepted[1:])  # a fully accepted round costs the draft one more step
