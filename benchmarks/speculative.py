@@ -134,7 +134,8 @@ HEADER_ROW = ("| method | plain tok/s | speculative tok/s | accepted % | tokens 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5, help="A/B rounds for prompt lookup (mean ± stdev over them)")
+    ap.add_argument("--rounds", type=int, default=5, help="A/B rounds for prompt lookup (mean ± stdev over them); "
+                                                          "0 skips prompt lookup")
     ap.add_argument("--repeats", type=int, default=5, help="measured passes per engine run")
     ap.add_argument("--lookup-tokens", type=int, default=10, help="prompt lookup's draft tokens per step")
     ap.add_argument("--draft-tokens", default="2,3,4", help="the draft model's draft tokens per step, a list")
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
           f"transformers {env['transformers']} · commit {env['project_commit']}\n")
 
     print(f"backend {args.backend}, compile {args.compile}, dtype {args.dtype}\n")
-    if args.backend in speculative.REGISTRY["prompt_lookup"].backends:
+    if args.rounds and args.backend in speculative.REGISTRY["prompt_lookup"].backends:
         lookup = RunConfig(prompt=GROUNDED, new_tokens=40, **common)
         rounds = [pair(lookup, "prompt_lookup", args.lookup_tokens) for _ in range(args.rounds)]
         print(f"Prompt lookup, {args.lookup_tokens} draft tokens: copy a module header (40 new tokens, "
