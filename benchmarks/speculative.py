@@ -144,18 +144,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--compile", default="off", help="compile mode (the fast backend compiles its draft and verify "
                                                      "steps; transformers' assisted generation does not compile)")
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--attn", default=RunConfig.attn, help="attention implementation of both models")
     ap.add_argument("--target", default=DEFAULT_MODEL, help="the target: a preset or a model folder that shares the "
                                                             "draft's tokenizer")
     ap.add_argument("--draft-model", default=speculative.DEFAULT_DRAFT_MODEL)
     args = ap.parse_args(argv)
     static = args.backend == "fast" or args.compile != "off"
     common = dict(model=args.target, repeats=args.repeats, warmup=1, profile_kernels=False, backend=args.backend,
-                  compile=args.compile, dtype=args.dtype, cache_impl="static" if static else "dynamic")
+                  compile=args.compile, dtype=args.dtype, attn=args.attn, cache_impl="static" if static else "dynamic")
     env = environment()
     print(f"{args.target} (target) · {env['device_name']}, {env['cpu_count']} cores · torch {env['torch']} · "
           f"transformers {env['transformers']} · commit {env['project_commit']}\n")
 
-    print(f"backend {args.backend}, compile {args.compile}, dtype {args.dtype}\n")
+    print(f"backend {args.backend}, compile {args.compile}, dtype {args.dtype}, attn {args.attn}\n")
     if args.rounds and args.backend in speculative.REGISTRY["prompt_lookup"].backends:
         lookup = RunConfig(prompt=GROUNDED, new_tokens=40, **common)
         rounds = [pair(lookup, "prompt_lookup", args.lookup_tokens) for _ in range(args.rounds)]
