@@ -101,21 +101,23 @@ spec-fast)  # the fast backend's compiled verify step under prompt lookup, and w
   python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --draft-tokens 4 \
         --rounds 3 --prompts 4 2>&1 | tee "$out/speculative_fast.txt" ;;
 spec-trained)  # a deeper target (16 layers, ~0.2 B parameters) trained here on the shipped corpus and tokenizer,
-  # so a target step costs many draft steps, and a draft of the shipped draft's shape distilled from it
-  # (TRAIN_MIN and DRAFT_MIN cap the two trainings), which proposes for it; SHIPPED_DRAFT=1 adds the shipped
-  # draft as a second proposer (its rows: results/h200/2026-12-04-gemlite-speculation-spread/). Keep OUTDIR
-  # off $OUT: the checkpoints are many files.
+  # so a target step costs many draft steps, and a two-layer draft distilled from it that proposes for it. The
+  # draft is 512 wide: at batch 1 a step this small is bound by its launches, so it costs what the shipped
+  # 128-wide draft's step does and agrees with the target more often. TRAIN_MIN and DRAFT_MIN cap the two
+  # trainings (both end at their epoch count sooner on an H100); SHIPPED_DRAFT=1 adds the shipped draft as a
+  # second proposer (its rows: results/h200/2026-12-04-gemlite-speculation-spread/). Keep OUTDIR off $OUT:
+  # the checkpoints are many files.
   python3 scripts/build_corpus.py --out "$out/corpus" --no-tokenizer >"$out/corpus.txt" 2>&1
   python3 scripts/train_tiny_lm.py --corpus "$out/corpus" --tokenizer assets/models/stdlib-llama-tiny \
         --out "$out/target" --hidden-size 1024 --layers 16 --intermediate-size 2816 --epochs 4 \
         --max-minutes "${TRAIN_MIN:-3}" --extra-eval tests/models/data/heldout_sample.jsonl >"$out/train_target.txt" 2>&1
   python3 scripts/train_tiny_lm.py --corpus "$out/corpus" --tokenizer assets/models/stdlib-llama-tiny \
-        --out "$out/draft" --hidden-size 128 --layers 2 --intermediate-size 384 --seq-len 256 --batch-size 16 \
-        --epochs 4 --max-minutes "${DRAFT_MIN:-2}" --teacher "$out/target" >"$out/train_draft.txt" 2>&1
+        --out "$out/draft" --hidden-size 512 --layers 2 --intermediate-size 1536 --seq-len 256 --batch-size 16 \
+        --epochs 8 --max-minutes "${DRAFT_MIN:-2}" --teacher "$out/target" >"$out/train_draft.txt" 2>&1
   drafts=("$out/draft"); [[ -n ${SHIPPED_DRAFT:-} ]] && drafts+=(stdlib-llama-draft)
   for draft in "${drafts[@]}"; do
     python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --target "$out/target" \
-          --draft-model "$draft" --draft-tokens 3,5 --rounds 3 --prompts 4
+          --draft-model "$draft" --draft-tokens 5 --rounds 3 --prompts 4 --repeats 3
   done 2>&1 | tee "$out/speculative_trained.txt" ;;
 batch-8b)  # batch sweep, largest batch predicted against found
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
