@@ -30,3 +30,13 @@ def test_a_round_splits_into_draft_verify_and_the_rest():
     assert (step, draft, verify) == pytest.approx((1.0, 0.3, 0.8)) and rest == pytest.approx(1.5 - 0.3 - 0.8)
     assert round_ms(plain, SimpleNamespace(**counts, verify_step_ms=None))[2:] == (None, None)  # not timed
     assert ideal_speedup(plain, spec) == pytest.approx(3 * 1.0 / (1.0 + 0.3))  # 3 tokens a round, not 31/11
+
+
+def test_rounds_zero_runs_the_draft_model_alone_with_the_attention_asked_for(capsys):
+    main(["--draft-tokens", "2", "--prompts", "1", "--repeats", "1", "--rounds", "0", "--attn", "eager"])
+    out = capsys.readouterr().out
+    assert "attn eager" in out
+    assert "Prompt lookup" not in out and "| prompt lookup |" not in out
+    assert any(line.startswith("| draft, 2 tokens |") for line in out.splitlines())
+    with pytest.raises(SystemExit, match="attn=flash_attention_2"):  # the setting reaches the runs' configs
+        main(["--draft-tokens", "2", "--prompts", "1", "--repeats", "1", "--rounds", "0", "--attn", "flash_attention_2"])
