@@ -11,19 +11,26 @@ step's. The launch-order listing is the last step, whose span (first kernel star
 end) is the step time when the GPU is the bottleneck; kernel time below that span is launch or
 dependency gaps.
 
+With `--verify K` the step profiled is speculative decoding's verify step instead: the target over K drafts
+plus the last kept token at once, as the fast backend verifies a round under greedy decoding. Beside a
+decode step's listing of the same model it shows what a round's verify costs beyond one plain step.
+
     python -m benchmarks.decode_kernels --model llama-3.2-1b-shape --attn flash_attention_2   # CUDA
+    python -m benchmarks.decode_kernels --model DIR --verify 5     # the verify step of 5 drafts a round
     python -m benchmarks.decode_kernels     # CPU: tiny preset, eager, CPU ops instead of kernels (a smoke test)
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 from collections import Counter
 
 import torch
 
 from playground.fast.generate import compiled_steps, fast_generate
+from playground.fast.speculative import compiled_verify
 from playground.kernels import top_kernels
 from playground.loader import MODELS
 
@@ -90,10 +97,14 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--shown", type=int, default=24, help="kernels listed from the start of the step")
+    parser.add_argument("--verify", type=int, default=0, metavar="K",
+                        help="profile the speculative verify step of K drafts instead of a decode step")
     args = parser.parse_args()
     device = "cuda" if cuda else "cpu"
     if args.new_tokens < 2:
         parser.error("--new-tokens must be at least 2: the first token comes from prefill, not a decode step")
+    if args.verify + 1 > args.new_tokens:
+        parser.error("--verify K needs --new-tokens of at least K + 1: the cache holds the prompt and the new tokens")
     model = MODELS.get(args.model, device, args.dtype, args.attn)[0].model
     ids = torch.randint(0, model.config.vocab_size, (1, args.prompt_tokens), device=device,
                         generator=torch.Generator(device).manual_seed(0))
@@ -104,13 +115,18 @@ def main() -> None:
         state = cold.past_key_values
         prefill_fn, decode_fn = compiled_steps(model, state, args.compile, compile_prefill=True)
         prefill_fn(model, state, ids, False)
+        step = functools.partial(decode_fn, model, state, False)
+        if args.verify:  # verifies the same positions every call (it leaves `state.pos` alone)
+            step = functools.partial(compiled_verify(state, args.compile, args.verify + 1, greedy=True), model, state)
+            step(), step()  # compile, then capture: neither is profiled
         activity = torch.profiler.ProfilerActivity.CUDA if cuda else torch.profiler.ProfilerActivity.CPU
         with torch.profiler.profile(activities=[activity]) as prof:
             for _ in range(steps):
-                decode_fn(model, state, False)
+                step()
             if cuda:
                 torch.cuda.synchronize()
-    print_step(f"{args.model} {args.dtype} {args.attn} compile={args.compile}, prompt {args.prompt_tokens}",
+    what = f"verify step of {args.verify} drafts" if args.verify else "decode step"
+    print_step(f"{args.model} {args.dtype} {args.attn} compile={args.compile}, prompt {args.prompt_tokens}, {what}",
                *step_events(prof, device, steps), args.shown)
 
 

@@ -118,7 +118,12 @@ spec-trained)  # a deeper target (16 layers, ~0.2 B parameters) trained here on 
   for draft in "${drafts[@]}"; do
     python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --target "$out/target" \
           --draft-model "$draft" --draft-tokens 5 --rounds 3 --prompts 4 --repeats 3
-  done 2>&1 | tee "$out/speculative_trained.txt" ;;
+  done 2>&1 | tee "$out/speculative_trained.txt"
+  # what a round's verify step runs beyond a plain step: the target's kernels for one token, then for 6 at once
+  for verify in 0 5; do
+    python3 -m benchmarks.decode_kernels --model "$out/target" --prompt-tokens 32 --new-tokens 64 --verify $verify \
+          --shown 60 >"$out/kernels_target_verify$verify.txt" 2>&1
+  done ;;
 batch-8b)  # batch sweep, largest batch predicted against found
   python3 -m benchmarks.batching --model llama-3.1-8b-shape --dtype bf16 --compile reduce-overhead \
         --fast-attn flash_attention_2 --batch-sizes 1,8,64 --output "$out/batching_8b.json" \
