@@ -5,7 +5,7 @@
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | step-overhead | spec-fast
 #          | spec-trained
 #          | batch-8b | batch-8b-padded | warm | spread-1b
-#          | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
+#          | precompile-8b | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
 stage=$1 out=$2
@@ -141,6 +141,10 @@ spread-1b)  # one 1B step compiled by three processes: two cold ones (each tunes
     TORCHINDUCTOR_CACHE_DIR=$caches/${run#*-} TRITON_CACHE_DIR=$caches/${run#*-}/triton python3 -m benchmarks.decode_kernels \
         --model llama-3.2-1b-shape --attn flash_attention_2 --shown 400 >"$out/kernels_1b_$run.txt" 2>&1
   done ;;
+precompile-8b)  # the decode step's first call in a new process: torch.compile cold and from warm caches, against
+  # Dynamo's ahead-of-time compile saved to a file and loaded (no trace), with and without inductor's caches
+  python3 -m benchmarks.precompile_step --model llama-3.1-8b-shape --dtype bf16 --attn flash_attention_2 \
+        --other llama-3.2-1b-shape 2>&1 | tee "$out/precompile_8b.txt" ;;
 warm)  # a cold compile, then a new process with an empty inductor cache and the first one's artifacts
   export PLAYGROUND_COMPILE_CACHE=$out/compile-artifacts
   for run in cold warm; do
