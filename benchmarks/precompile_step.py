@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         args.file = Path(tmp) / "decode_step.bin"
-        print(f"{args.model}, {args.device} {torch.cuda.get_device_name() if cuda else ''}, {args.dtype}, "
+        print(f"{args.model}, {torch.cuda.get_device_name() if args.device == 'cuda' else args.device}, {args.dtype}, "
               f"{args.attn}, compile {args.mode}, torch {torch.__version__}\n")
         print("| process | inductor cache | prepare s | first call s | step ms | token = eager | other model |\n"
               "| --- | --- | --- | --- | --- | --- | --- |")
