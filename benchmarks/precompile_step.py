@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from playground.fast.forward import decode_one_token
-from playground.fast.generate import CapturedStep, compile_step, decode_compile_options, fast_generate, own_code
+from playground.fast.generate import CapturedStep, compile_step, fast_generate, torch_compiled
 from playground.loader import MODELS
 
 ROWS = (("plain, cold", "plain", "plain"), ("plain, warm", "plain", "plain"), ("precompile", "aot", "aot"),
@@ -71,13 +71,11 @@ def run(args, does: str) -> dict:
     """One row, in this process."""
     model, state = prefilled(args, args.model)
     expected, _ = one_step(decode_one_token, model, state, args.device)
-    options = decode_compile_options(args.mode, state.cos.dtype)
     started = sync(args.device)
     if does == "plain":
         step = compile_step(decode_one_token, state, args.mode)
     elif does == "aot":
-        traced = torch.compile(own_code(decode_one_token), options=options, fullgraph=True, dynamic=False)
-        compiled = traced.aot_compile(((model, state, False), {}))
+        compiled = torch_compiled(decode_one_token, state, args.mode).aot_compile(((model, state, False), {}))
         compiled.save_compiled_function(str(args.file))
         step = compiled
     else:

@@ -118,9 +118,14 @@ class CapturedStep:
 def compile_step(fn: Callable, state: StaticState, compile_mode: str) -> Callable:
     """`fn(model, state, *args)` compiled for `state` under `compile_mode`, replayed as a `CapturedStep` where the
     mode means CUDA graphs and the state is on a GPU."""
-    compiled = torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
-                             fullgraph=True, dynamic=False)
+    compiled = torch_compiled(fn, state, compile_mode)
     return CapturedStep(compiled) if replays_graphs(compile_mode) and state.tokens.is_cuda else compiled
+
+
+def torch_compiled(fn: Callable, state: StaticState, compile_mode: str) -> Callable:
+    """torch.compile of `fn` for `state` with the step's options, before any capture."""
+    return torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
+                         fullgraph=True, dynamic=False)
 
 
 def own_code(fn: Callable) -> Callable:
