@@ -41,6 +41,7 @@ from playground.loader import MODELS
 
 ROWS = (("plain, cold", "plain", "plain"), ("plain, warm", "plain", "plain"), ("precompile", "aot", "aot"),
         ("load", "load", "aot"), ("load, no cache", "load", "none"))  # (row, what it does, inductor cache it uses)
+NEEDS = {"plain, warm": "plain, cold", "load": "precompile", "load, no cache": "precompile"}  # the row it runs after
 
 
 def prefilled(args, preset: str):
@@ -113,9 +114,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mode", default="reduce-overhead" if cuda else "default", help="torch.compile mode")
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--steps", type=int, default=20, help="replays timed after the first call")
+    ap.add_argument("--rows", type=lambda v: v.split(","), default=[row for row, _, _ in ROWS],
+                    help="comma-separated rows to run (default all); a row runs only after the one it needs")
     ap.add_argument("--row", choices=[does for _, does, _ in ROWS], help=argparse.SUPPRESS)  # a child's one row
     ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    unknown = [r for r in args.rows if r not in {row for row, _, _ in ROWS}]
+    missing = [f"'{r}' needs '{NEEDS[r]}'" for r in args.rows if NEEDS.get(r, r) not in args.rows]
+    if unknown or missing:
+        ap.error(f"--rows: unknown {unknown}" if unknown else f"--rows: {'; '.join(missing)}")
     if args.row:
         with torch.inference_mode():
             print(json.dumps(run(args, args.row)))
@@ -127,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         print("| process | inductor cache | prepare s | first call s | step ms | token = eager | other model |\n"
               "| --- | --- | --- | --- | --- | --- | --- |")
         first_user: dict[str, str] = {}  # inductor cache -> the row that filled it
-        for row, does, cache in ROWS:
+        for row, does, cache in (r for r in ROWS if r[0] in args.rows):
             filled_by = first_user.setdefault(cache, row)
             child = [sys.executable, "-m", "benchmarks.precompile_step", "--row", does, "--file", str(args.file),
                      "--model", args.model, "--other", args.other, "--device", args.device, "--dtype", args.dtype,
