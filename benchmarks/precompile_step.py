@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mode", default="reduce-overhead" if cuda else "default", help="torch.compile mode")
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--steps", type=int, default=20, help="replays timed after the first call")
-    ap.add_argument("--rows", type=lambda v: v.split(","), default=[row for row, _, _ in ROWS],
-                    help="comma-separated rows to run (default all); a row runs only after the one it needs")
+    ap.add_argument("--rows", nargs="+", default=[row for row, _, _ in ROWS],
+                    help="the rows to run, by name (default all); a row runs only after the one it needs")
     ap.add_argument("--row", choices=[does for _, does, _ in ROWS], help=argparse.SUPPRESS)  # a child's one row
     ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
