@@ -76,7 +76,8 @@ def run(args, does: str) -> dict:
     if does == "plain":
         step = compile_step(decode_one_token, state, args.mode)
     elif does == "aot":
-        compiled = torch_compiled(decode_one_token, state, args.mode).aot_compile(((model, state, False), {}))
+        with torch._dynamo.config.patch(enable_aot_compile=True):  # off by default before torch 2.13
+            compiled = torch_compiled(decode_one_token, state, args.mode).aot_compile(((model, state, False), {}))
         compiled.save_compiled_function(str(args.file))
         step = compiled
     else:
