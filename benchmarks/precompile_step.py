@@ -1,15 +1,18 @@
 """The fast decode step's first call in a new process: torch.compile from warm caches, or Dynamo's precompile.
 
-A warm start from inductor's caches (`python -m playground warm`) skips code generation and tuning, but
-Dynamo still traces the step in every new process: on the H200 the 8B shape's first call took 85 s with
-every cache hit (results/h200/2026-12-03-warm-start-and-aot/). torch's ahead-of-time Dynamo compile
+A warm start from inductor's caches skips code generation and tuning, but torch.compile's Dynamo still
+traces the step in every new process: on the H200 the 8B shape's first call took 85 s with every cache
+hit (results/h200/2026-12-03-warm-start-and-aot/). torch's ahead-of-time Dynamo compile
 (`torch.compile(fn).aot_compile(example)`, saved with `save_compiled_function`, loaded with
-`torch.compiler.load_compiled_function`) keeps the trace too. Each row below is its own process:
+`torch.compiler.load_compiled_function`) keeps the trace too; the playground compiles its steps that
+way (playground.fast.precompile). Each row below is its own process:
 
-    plain, cold     the playground's route (`compile_step`): torch.compile, an empty inductor cache
-    plain, warm     the same in a new process, on the caches the cold one filled: today's warm start
-    precompile      `aot_compile` of the same step with the same options, an empty cache, saved to a file
-    load            a new process on the caches precompile filled: the file loaded, no trace
+    plain, cold     torch.compile alone (`torch_compiled`), an empty inductor cache
+    plain, warm     the same in a new process, on the caches the cold one filled
+    precompile      `aot_compile` of the same step with the same options, an empty cache, saved to a file:
+                    the playground's first compile
+    load            a new process on the caches precompile filled: the file loaded, no trace (the
+                    playground's warm start)
     load, no cache  the same with an empty cache: what the file alone brings (kernels are built again)
 
 The first call is timed from the compile (or load) to the first token, on CUDA through the capture of the
@@ -36,8 +39,10 @@ from pathlib import Path
 import torch
 
 from playground.fast.forward import decode_one_token
-from playground.fast.generate import CapturedStep, compile_step, fast_generate, torch_compiled
+from playground.fast.generate import CapturedStep, decode_compile_options, fast_generate, torch_compiled
+from playground.fast.precompile import PrecompiledStep
 from playground.loader import MODELS
+from playground.warm import CACHE_ENV
 
 ROWS = (("plain, cold", "plain", "plain"), ("plain, warm", "plain", "plain"), ("precompile", "aot", "aot"),
         ("load", "load", "aot"), ("load, no cache", "load", "none"))  # (row, what it does, inductor cache it uses)
@@ -73,17 +78,14 @@ def run(args, does: str) -> dict:
     model, state = prefilled(args, args.model)
     expected, _ = one_step(decode_one_token, model, state, args.device)
     started = sync(args.device)
-    if does == "plain":
-        step = compile_step(decode_one_token, state, args.mode)
-    elif does == "aot":
-        with torch._dynamo.config.patch(enable_aot_compile=True):  # off by default before torch 2.13
-            compiled = torch_compiled(decode_one_token, state, args.mode).aot_compile(((model, state, False), {}))
-        compiled.save_compiled_function(str(args.file))
-        step = compiled
-    else:
-        with open(args.file, "rb") as f:
-            step = torch.compiler.load_compiled_function(f)
-    if does != "plain" and args.device == "cuda":
+    note = ""
+    if does == "plain":  # torch.compile alone, as the playground compiled before it kept its steps
+        step = torch_compiled(decode_one_token, state, args.mode)
+    else:  # the playground's route: compiled ahead of time and saved, or loaded from what the precompile row saved
+        step = PrecompiledStep(torch_compiled(decode_one_token, state, args.mode), decode_one_token,
+                               decode_compile_options(args.mode, state.cos.dtype))
+        note = step.prepare(model, state, False)
+    if args.device == "cuda":
         step = CapturedStep(step)  # captured as the fast backend captures its compiled step
     prepared = sync(args.device) - started
     token, first = one_step(step, model, state, args.device)
@@ -91,11 +93,12 @@ def run(args, does: str) -> dict:
         first += one_step(step, model, state, args.device)[1]
     steps = [one_step(step, model, state, args.device)[1] for _ in range(args.steps)]
     row = dict(prepare_s=prepared, first_call_s=prepared + first, step_ms=1e3 * sum(steps) / len(steps),
-               token=token, eager_token=expected)
-    if does == "load" and args.other:
+               token=token, eager_token=expected, note=note.split(" ")[0])
+    if does == "load" and args.other:  # the loaded function itself, without the playground's choice of file
+        loaded = step.compiled.steps[(False,)] if isinstance(step, CapturedStep) else step.steps[(False,)]
         other_model, other_state = prefilled(args, args.other)
         try:
-            one_step(step, other_model, other_state, args.device)
+            one_step(loaded, other_model, other_state, args.device)
             row["other"] = "ran: its guards did not refuse another model's state"
         except RuntimeError as e:
             reason = str(e).split("verbose_code_parts=")[-1].splitlines()[0].strip('[]," ')
@@ -118,7 +121,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", nargs="+", default=[row for row, _, _ in ROWS],
                     help="the rows to run, by name (default all); a row runs only after the one it needs")
     ap.add_argument("--row", choices=[does for _, does, _ in ROWS], help=argparse.SUPPRESS)  # a child's one row
-    ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     unknown = [r for r in args.rows if r not in {row for row, _, _ in ROWS}]
     missing = [f"'{r}' needs '{NEEDS[r]}'" for r in args.rows if NEEDS.get(r, r) not in args.rows]
@@ -129,27 +131,26 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(run(args, args.row)))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        args.file = Path(tmp) / "decode_step.bin"
         print(f"{args.model}, {torch.cuda.get_device_name() if args.device == 'cuda' else args.device}, {args.dtype}, "
               f"{args.attn}, compile {args.mode}, torch {torch.__version__}\n")
-        print("| process | inductor cache | prepare s | first call s | step ms | token = eager | other model |\n"
-              "| --- | --- | --- | --- | --- | --- | --- |")
+        print("| process | inductor cache | step | prepare s | first call s | step ms | token = eager | other model |\n"
+              "| --- | --- | --- | --- | --- | --- | --- | --- |")
         first_user: dict[str, str] = {}  # inductor cache -> the row that filled it
         for row, does, cache in (r for r in ROWS if r[0] in args.rows):
             filled_by = first_user.setdefault(cache, row)
-            child = [sys.executable, "-m", "benchmarks.precompile_step", "--row", does, "--file", str(args.file),
+            child = [sys.executable, "-m", "benchmarks.precompile_step", "--row", does,
                      "--model", args.model, "--other", args.other, "--device", args.device, "--dtype", args.dtype,
                      "--attn", args.attn, "--mode", args.mode, "--prompt-tokens", str(args.prompt_tokens),
                      "--steps", str(args.steps)]
             env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / cache),
-                   "TRITON_CACHE_DIR": str(Path(tmp) / cache / "triton")}
+                   "TRITON_CACHE_DIR": str(Path(tmp) / cache / "triton"), CACHE_ENV: str(Path(tmp) / "steps")}
             out = subprocess.run(child, capture_output=True, text=True, env=env)
             if out.returncode:
-                print(f"| {row} | | failed: {out.stderr.strip().splitlines()[-1][:200]} | | | | |")
+                print(f"| {row} | | | failed: {out.stderr.strip().splitlines()[-1][:200]} | | | | |")
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             state = "empty" if filled_by == row else f"the {filled_by} row's"
-            print(f"| {row} | {state} | {r['prepare_s']:.2f} | {r['first_call_s']:.2f} | {r['step_ms']:.3f} | "
+            print(f"| {row} | {state} | {r['note'] or 'traced'} | {r['prepare_s']:.2f} | {r['first_call_s']:.2f} | {r['step_ms']:.3f} | "
                   f"{r['token']} {'=' if r['token'] == r['eager_token'] else '≠'} {r['eager_token']} | "
                   f"{r.get('other', '')} |", flush=True)
 

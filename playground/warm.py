@@ -56,17 +56,18 @@ def load(path: Path) -> bool:
 
 
 def cache_hits() -> int:
-    """Compiled graphs served from a cache so far in this process (inductor's and AOTAutograd's counters, and
-    ahead-of-time packages loaded from disk: playground.fast.aot)."""
+    """Compiled graphs served from a cache so far in this process (inductor's and AOTAutograd's counters,
+    ahead-of-time packages loaded from disk: playground.fast.aot, and saved steps: playground.fast.precompile)."""
     return (counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
-            + counters["playground"]["aot_package_hit"])
+            + counters["playground"]["aot_package_hit"] + counters["playground"]["precompiled_step_hit"])
 
 
 def compiles() -> int:
     """Graphs inductor compiled or fetched so far in this process: unchanged over a run that compiled nothing."""
     inductor, aot = counters["inductor"], counters["playground"]
     return (inductor["fxgraph_cache_hit"] + inductor["fxgraph_cache_miss"] + inductor["fxgraph_cache_bypass"]
-            + aot["aot_package_hit"] + aot["aot_package_miss"])
+            + aot["aot_package_hit"] + aot["aot_package_miss"] + aot["precompiled_step_hit"]
+            + aot["precompiled_step_miss"])
 
 
 def save(path: Path) -> Path | None:

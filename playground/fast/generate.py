@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 import torch
 
 from playground.config import AOT, COMPILE_MODES
-from playground.fast import aot
+from playground.fast import aot, precompile
 from playground.fast.forward import decode_one_token, prefill
 from playground.fast.fuse import fused_layers
 from playground.fast.state import StaticState, cache_len_for, state_cache
@@ -119,6 +119,8 @@ def compile_step(fn: Callable, state: StaticState, compile_mode: str) -> Callabl
     """`fn(model, state, *args)` compiled for `state` under `compile_mode`, replayed as a `CapturedStep` where the
     mode means CUDA graphs and the state is on a GPU."""
     compiled = torch_compiled(fn, state, compile_mode)
+    if precompile.available():
+        compiled = precompile.PrecompiledStep(compiled, fn, decode_compile_options(compile_mode, state.cos.dtype))
     return CapturedStep(compiled) if replays_graphs(compile_mode) and state.tokens.is_cuda else compiled
 
 

@@ -1,0 +1,110 @@
+"""The compiled step kept on disk, so a new process calls it without tracing it again.
+
+A warm start from inductor's caches (`playground.warm`) skips code generation and tuning, but Dynamo
+still traces the step in every new process: on the H200 the 8B shape's first call took 85 s with every
+cache hit (results/h200/2026-12-03-warm-start-and-aot/). torch's ahead-of-time Dynamo compile
+(`torch.compile(fn).aot_compile(example)`) compiles the same step with the same options and can be
+saved; a later process loads it (`torch.compiler.load_compiled_function`) instead of tracing. The file
+holds the traced code, its guards and the compiled graph, not the weights (they stay inputs) and not
+the kernels' binaries, which inductor's caches keep: a load with those caches warm skips both.
+
+The file is keyed by everything that changes what the trace would be: the step function and its
+arguments, the compile options, the state's shapes and dtypes, the model's config and weight types,
+the playground's own source, torch and the device. The loaded step's guards are checked before its
+first call as well, so a file that does not fit is compiled over, never run.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch._dynamo.utils import counters
+
+from playground import warm
+from playground.fast.fuse import fused_layers
+from playground.fast.state import StaticState
+
+PACKAGE = Path(__file__).resolve().parents[1]  # the playground's source: a change to it is a change to the trace
+
+
+def available() -> bool:
+    """Whether this torch can save and load a Dynamo-compiled function (2.10 and later)."""
+    return hasattr(torch.compiler, "load_compiled_function")
+
+
+class PrecompiledStep:
+    """`compiled_fn(model, state, *args)` for one state: per argument set, loaded from the compile cache when an
+    earlier process saved it, else compiled ahead of time now and saved there.
+
+    `compiled_fn` is the step under torch.compile (`generate.torch_compiled`), so both routes compile the same
+    function with the same options. `notes` says, per argument set, whether it was loaded, compiled or why a
+    saved file was compiled over."""
+
+    def __init__(self, compiled_fn: Callable, fn: Callable, options: dict) -> None:
+        self.compiled_fn, self.fn, self.options = compiled_fn, fn, options
+        self.steps: dict[tuple, Callable] = {}
+        self.notes: dict[tuple, str] = {}
+
+    def __call__(self, model, state: StaticState, *args):
+        if args not in self.steps:
+            self.prepare(model, state, *args)
+        return self.steps[args](model, state, *args)
+
+    def prepare(self, model, state: StaticState, *args) -> str:
+        """Load or compile the step for these arguments without running it; returns how (`notes`)."""
+        self.steps[args] = self._load_or_compile(model, state, args)
+        return self.notes[args]
+
+    def _load_or_compile(self, model, state: StaticState, args: tuple) -> Callable:
+        path = step_path(self.fn, model, state, self.options, args)
+        if path.is_file():
+            try:
+                with path.open("rb") as f:
+                    loaded = torch.compiler.load_compiled_function(f)
+                if loaded.guard_check(model, state, *args):
+                    counters["playground"]["precompiled_step_hit"] += 1
+                    self.notes[args] = f"loaded {path.name}"
+                    return loaded
+                self.notes[args] = f"{path.name} does not fit this state (its guards refused it); compiled anew"
+            except Exception as exc:  # a file from another torch or a broken write: compile over it
+                self.notes[args] = f"{path.name} did not load ({type(exc).__name__}: {exc}); compiled anew"
+        counters["playground"]["precompiled_step_miss"] += 1
+        with torch._dynamo.config.patch(enable_aot_compile=True):  # off by default before torch 2.13
+            compiled = self.compiled_fn.aot_compile(((model, state, *args), {}))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            compiled.save_compiled_function(str(path))
+        except OSError as exc:  # a read-only cache: the step still runs, the next process traces again
+            self.notes[args] = f"compiled; not saved ({exc})"
+        else:
+            self.notes.setdefault(args, f"compiled and saved {path.name}")
+        return compiled
+
+
+def step_path(fn: Callable, model, state: StaticState, options: dict, args: tuple) -> Path:
+    """Where the step compiled for these inputs lives in the compile cache."""
+    fused = fused_layers(model)[0] if model.__dict__.get("_playground_fused") else None
+    weights = {name: [type(p).__name__, str(p.dtype), list(p.shape)] for name, p in model.named_parameters()}
+    if fused is not None:  # the fused projections' types, which quantization changes
+        weights["fused"] = [type(fused.qkv.weight).__name__, type(fused.gate_up.weight).__name__]
+    key = dict(fn=f"{fn.__module__}.{fn.__qualname__}", args=repr(args), options=repr(sorted(options.items())),
+               state=[[list(t.shape), str(t.dtype)] for t in state.tensors()], padded=state.padded,
+               config=model.config.to_json_string(use_diff=False), weights=weights, source=source_digest(),
+               torch=torch.__version__,
+               device=torch.cuda.get_device_name(state.tokens.device) if state.tokens.is_cuda else "cpu")
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return warm.cache_dir() / "steps" / f"{fn.__name__}-{digest}.bin"
+
+
+@functools.cache
+def source_digest() -> str:
+    """A digest of every Python file of the playground: a saved step holds the code it traced."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        digest.update(path.relative_to(PACKAGE).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()
