@@ -9,7 +9,15 @@ def test_every_process_decodes_the_eager_token_and_the_loaded_step_refuses_other
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = {line.split("|")[1].strip(): line for line in out.stdout.splitlines() if line.startswith("| ")}
-    for name in ("plain, cold", "plain, warm", "precompile", "load", "load, no cache"):
-        token = rows[name].split("|")[6].split()
-        assert token[1] == "=" and token[0] == token[2], rows[name]  # the eager step's token, no row failed
+    for name, route in (("plain, cold", "traced"), ("plain, warm", "traced"), ("precompile", "compiled"),
+                        ("load", "loaded"), ("load, no cache", "loaded")):
+        cells = [cell.strip() for cell in rows[name].split("|")]
+        token = cells[7].split()
+        assert cells[3] == route and token[1] == "=" and token[0] == token[2], rows[name]  # the eager token
     assert "refused by its guards" in rows["load"] and "size mismatch" in rows["load"]
+
+
+def test_a_row_is_refused_without_the_row_it_needs():
+    out = subprocess.run([sys.executable, "-m", "benchmarks.precompile_step", "--rows", "load"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "'load' needs 'precompile'" in out.stderr

@@ -165,8 +165,10 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
     if key not in state.compiled:
         prefill_fn = prefill
         if compile_prefill:
-            prefill_fn = torch.compile(own_code(prefill), mode=_prefill_compile_mode(compile_mode), dynamic=True,
-                                       fullgraph=True)
+            mode = _prefill_compile_mode(compile_mode)
+            prefill_fn = torch.compile(own_code(prefill), mode=mode, dynamic=True, fullgraph=True)
+            if precompile.available():
+                prefill_fn = precompile.PrecompiledStep(prefill_fn, prefill, dict(mode=mode, dynamic=True))
         state.compiled[key] = (prefill_fn, compile_step(decode_one_token, state, compile_mode))
     return state.compiled[key]
 

@@ -38,12 +38,14 @@ def available() -> bool:
 
 
 class PrecompiledStep:
-    """`compiled_fn(model, state, *args)` for one state: per argument set, loaded from the compile cache when an
-    earlier process saved it, else compiled ahead of time now and saved there.
+    """`compiled_fn(model, state, *args)` for one state: per argument signature, loaded from the compile cache when
+    an earlier process saved it, else compiled ahead of time now and saved there.
 
-    `compiled_fn` is the step under torch.compile (`generate.torch_compiled`), so both routes compile the same
-    function with the same options. `notes` says, per argument set, whether it was loaded, compiled or why a
-    saved file was compiled over."""
+    `compiled_fn` is the function under torch.compile (`generate.torch_compiled`, or the prefill's dynamic
+    compile), so both routes compile the same function with the same options, and it is also the fallback:
+    for inputs a saved step's guards refuse (a one-token prompt against a prefill saved symbolic in its
+    length), and where a step cannot be compiled ahead of time, torch.compile traces it as before, and
+    the saved file stays for the inputs it fits. `notes` says, per signature, which route ran and why."""
 
     def __init__(self, compiled_fn: Callable, fn: Callable, options: dict) -> None:
         self.compiled_fn, self.fn, self.options = compiled_fn, fn, options
@@ -51,48 +53,69 @@ class PrecompiledStep:
         self.notes: dict[tuple, str] = {}
 
     def __call__(self, model, state: StaticState, *args):
-        if args not in self.steps:
+        key = signature(args)
+        if key not in self.steps:
             self.prepare(model, state, *args)
-        return self.steps[args](model, state, *args)
+        step = self.steps[key]
+        try:
+            return step(model, state, *args)
+        except RuntimeError:
+            if step is self.compiled_fn or step.guard_check(model, state, *args):
+                raise  # the step itself failed, not the guards before it
+            self.steps[key] = self.compiled_fn
+            self.notes[key] += "; its guards refused later inputs, which torch.compile traced"
+            return self.compiled_fn(model, state, *args)
 
     def prepare(self, model, state: StaticState, *args) -> str:
         """Load or compile the step for these arguments without running it; returns how (`notes`)."""
-        self.steps[args] = self._load_or_compile(model, state, args)
-        return self.notes[args]
+        key = signature(args)
+        self.steps[key] = self._load_or_compile(model, state, args, key)
+        return self.notes[key]
 
-    def _load_or_compile(self, model, state: StaticState, args: tuple) -> Callable:
-        path = step_path(self.fn, model, state, self.options, args)
+    def _load_or_compile(self, model, state: StaticState, args: tuple, key: tuple) -> Callable:
+        path = step_path(self.fn, model, state, self.options, key)
         if path.is_file():
             try:
                 with path.open("rb") as f:
                     loaded = torch.compiler.load_compiled_function(f)
                 if loaded.guard_check(model, state, *args):
                     counters["playground"]["precompiled_step_hit"] += 1
-                    self.notes[args] = f"loaded {path.name}"
+                    self.notes[key] = f"loaded {path.name}"
                     return loaded
-                self.notes[args] = f"{path.name} does not fit this state (its guards refused it); compiled anew"
+                self.notes[key] = f"{path.name} kept: its guards refuse these inputs; traced by torch.compile"
+                return self.compiled_fn  # not compiled over: the file serves the inputs it was saved for
             except Exception as exc:  # a file from another torch or a broken write: compile over it
-                self.notes[args] = f"{path.name} did not load ({type(exc).__name__}: {exc}); compiled anew"
+                self.notes[key] = f"{path.name} did not load ({type(exc).__name__}: {exc}); compiled anew"
         counters["playground"]["precompiled_step_miss"] += 1
-        with torch._dynamo.config.patch(enable_aot_compile=True):  # off by default before torch 2.13
-            compiled = self.compiled_fn.aot_compile(((model, state, *args), {}))
+        try:
+            with torch._dynamo.config.patch(enable_aot_compile=True, specialize_float=True):
+                compiled = self.compiled_fn.aot_compile(((model, state, *args), {}))
+        except Exception as exc:  # e.g. a backend whose output cannot be saved: torch.compile traces it lazily
+            self.notes[key] = f"not compiled ahead of time ({type(exc).__name__}: {exc}); traced by torch.compile"
+            return self.compiled_fn
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             compiled.save_compiled_function(str(path))
         except OSError as exc:  # a read-only cache: the step still runs, the next process traces again
-            self.notes[args] = f"compiled; not saved ({exc})"
+            self.notes[key] = f"compiled; not saved ({exc})"
         else:
-            self.notes.setdefault(args, f"compiled and saved {path.name}")
+            self.notes.setdefault(key, f"compiled and saved {path.name}")
         return compiled
 
 
-def step_path(fn: Callable, model, state: StaticState, options: dict, args: tuple) -> Path:
-    """Where the step compiled for these inputs lives in the compile cache."""
+def signature(args: tuple) -> tuple:
+    """The arguments as a compile sees them: values, except tensors, of which only rank and dtype (their sizes are
+    the guards' business: static for a decode step, symbolic for a prefill)."""
+    return tuple(f"tensor {a.dim()}d {a.dtype}" if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def step_path(fn: Callable, model, state: StaticState, options: dict, sig: tuple) -> Path:
+    """Where the step compiled for the arguments of this `signature` lives in the compile cache."""
     fused = fused_layers(model)[0] if model.__dict__.get("_playground_fused") else None
     weights = {name: [type(p).__name__, str(p.dtype), list(p.shape)] for name, p in model.named_parameters()}
     if fused is not None:  # the fused projections' types, which quantization changes
         weights["fused"] = [type(fused.qkv.weight).__name__, type(fused.gate_up.weight).__name__]
-    key = dict(fn=f"{fn.__module__}.{fn.__qualname__}", args=repr(args), options=repr(sorted(options.items())),
+    key = dict(fn=f"{fn.__module__}.{fn.__qualname__}", args=repr(sig), options=repr(sorted(options.items())),
                state=[[list(t.shape), str(t.dtype)] for t in state.tensors()], padded=state.padded,
                config=model.config.to_json_string(use_diff=False), weights=weights, source=source_digest(),
                torch=torch.__version__,

@@ -51,6 +51,11 @@ class StaticState:
     def kv_cache_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for kv in self.layers for t in (kv.keys, kv.values))
 
+    def __getstate__(self) -> dict:
+        """Pickled without the steps compiled for it: a step saved ahead of time (playground.fast.precompile)
+        pickles the state it was traced on, and another saved step held here cannot be pickled."""
+        return {**self.__dict__, "compiled": {}}
+
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor, in the order `from_tensors` reads them back."""
         fixed = [self.tokens, self.pos, self.cos, self.sin, self.eos_mask, self.eos_until, self.pad_id,

@@ -11,7 +11,7 @@ import torch._dynamo.testing
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from playground.fast import fast_generate, unsupported_reason
+from playground.fast import fast_generate, precompile, unsupported_reason
 from playground.fast.forward import decode_one_token, prefill
 from playground.fast.generate import (CapturedStep, Listener, compile_step, compiled_steps, decode_compile_options,
                                       decode_n_tokens)
@@ -271,6 +271,7 @@ def test_each_state_compiles_on_its_own_past_dynamos_recompile_limit(llama, monk
     the state of another batch size, as a session of comparisons builds up, compiles anew instead, and its
     decode step is as static as the first state's (Dynamo remembers changed sizes per source line)."""
     monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    monkeypatch.setattr(precompile, "available", lambda: False)  # torch.compile's own route, which the limit binds
     symbolic = []  # per graph traced: whether any input size is symbolic
 
     def eager(graph, inputs):  # Dynamo's guards and limit are the subject, not inductor's code
