@@ -624,7 +624,7 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
     outputs: list[PassOutput] = []
     artifacts = _compile_artifacts(config, device)
     cached = artifacts is not None and warm.load(artifacts)
-    before = (warm.cache_hits(), warm.compiles())
+    before = (warm.cache_hits(), warm.compiles(), warm.steps_loaded(), len(warm.not_kept))
     other_load = OtherCpuLoad()
     for phase, index, total in passes:
         detail = ""
@@ -658,13 +658,19 @@ def _compile_artifacts(config: RunConfig, device: str) -> Path | None:
     return warm.artifact_path(config, torch.cuda.get_device_name() if device == "cuda" else device)
 
 
-def _compile_cache_use(artifacts: Path, hits_before: int, compiles_before: int) -> str:
-    """How the cold pass compiled: from the cache, anew (then its artifacts are saved), or not at all."""
+def _compile_cache_use(artifacts: Path, hits_before: int, compiles_before: int, loaded_before: int,
+                       not_kept_before: int) -> str:
+    """How the cold pass compiled: from the cache, anew (then its artifacts are saved), or not at all; with how many
+    saved steps it loaded (no trace) and why any step was traced but not kept."""
+    loaded = warm.steps_loaded() - loaded_before
     if warm.cache_hits() > hits_before:
-        return "hit"
-    if warm.compiles() == compiles_before:
-        return "reused (compiled earlier in this process)"
-    return "miss (artifacts saved)" if warm.save(artifacts) else "miss"
+        use = "hit" + (f" ({loaded} saved step{'s' * (loaded > 1)} loaded, not traced)" if loaded else "")
+    elif warm.compiles() == compiles_before:
+        use = "reused (compiled earlier in this process)"
+    else:
+        use = "miss (artifacts saved)" if warm.save(artifacts) else "miss"
+    not_kept = warm.not_kept[not_kept_before:]
+    return use + ("; traced, not kept: " + "; ".join(not_kept) if not_kept else "")
 
 
 def _stage_name(phase: Phase) -> str:

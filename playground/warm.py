@@ -29,6 +29,7 @@ CACHE_ENV = "PLAYGROUND_COMPILE_CACHE"
 GRAPH_SETTINGS = ("model", "backend", "compile", "dtype", "attn", "quant", "spec", "draft_tokens", "draft_model",
                   "batch_size", "use_cache", "cache_impl", "temperature")
 _loaded: set[Path] = set()  # artifact files already loaded into this process
+not_kept: list[str] = []  # why a step was traced by torch.compile rather than kept on disk (playground.fast.precompile)
 
 
 def cache_dir() -> Path:
@@ -60,6 +61,11 @@ def cache_hits() -> int:
     ahead-of-time packages loaded from disk: playground.fast.aot, and saved steps: playground.fast.precompile)."""
     return (counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
             + counters["playground"]["aot_package_hit"] + counters["playground"]["precompiled_step_hit"])
+
+
+def steps_loaded() -> int:
+    """Compiled steps loaded from disk so far in this process, each one a trace skipped."""
+    return counters["playground"]["precompiled_step_hit"]
 
 
 def compiles() -> int:

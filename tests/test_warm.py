@@ -47,3 +47,19 @@ def test_a_second_process_compiles_from_the_first_ones_artifacts(tmp_path):
     assert len(list((tmp_path / "artifacts").glob("tiny-random-llama-transformers-default-*.bin"))) == 1
     second = _warm(tmp_path, "inductor-2")
     assert "compile cache hit" in second, second
+
+
+def test_the_record_says_how_many_saved_steps_loaded_and_why_a_step_was_not_kept(tmp_path):
+    from torch._dynamo.utils import counters
+
+    from playground.engine import _compile_cache_use
+
+    artifacts = tmp_path / "artifacts.bin"
+    before = (warm.cache_hits(), warm.compiles(), warm.steps_loaded(), len(warm.not_kept))
+    counters["playground"]["precompiled_step_hit"] += 2
+    assert _compile_cache_use(artifacts, *before) == "hit (2 saved steps loaded, not traced)"
+    before = (warm.cache_hits(), warm.compiles(), warm.steps_loaded(), len(warm.not_kept))
+    counters["playground"]["precompiled_step_miss"] += 1
+    warm.not_kept.append("prefill: the saved step's guards refuse these inputs")
+    assert _compile_cache_use(artifacts, *before) == (
+        "miss; traced, not kept: prefill: the saved step's guards refuse these inputs")  # nothing else compiled

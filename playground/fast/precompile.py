@@ -64,6 +64,7 @@ class PrecompiledStep:
                 raise  # the step itself failed, not the guards before it
             self.steps[key] = self.compiled_fn
             self.notes[key] += "; its guards refused later inputs, which torch.compile traced"
+            warm.not_kept.append(f"{self.fn.__name__}: the saved step's guards refuse these inputs")
             return self.compiled_fn(model, state, *args)
 
     def prepare(self, model, state: StaticState, *args) -> str:
@@ -83,6 +84,7 @@ class PrecompiledStep:
                     self.notes[key] = f"loaded {path.name}"
                     return loaded
                 self.notes[key] = f"{path.name} kept: its guards refuse these inputs; traced by torch.compile"
+                warm.not_kept.append(f"{self.fn.__name__}: the saved step's guards refuse these inputs")
                 return self.compiled_fn  # not compiled over: the file serves the inputs it was saved for
             except Exception as exc:  # a file from another torch or a broken write: compile over it
                 self.notes[key] = f"{path.name} did not load ({type(exc).__name__}: {exc}); compiled anew"
@@ -92,12 +94,14 @@ class PrecompiledStep:
                 compiled = self.compiled_fn.aot_compile(((model, state, *args), {}))
         except Exception as exc:  # e.g. a backend whose output cannot be saved: torch.compile traces it lazily
             self.notes[key] = f"not compiled ahead of time ({type(exc).__name__}: {exc}); traced by torch.compile"
+            warm.not_kept.append(f"{self.fn.__name__}: {type(exc).__name__}: {str(exc)[:200]}")
             return self.compiled_fn
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             compiled.save_compiled_function(str(path))
         except OSError as exc:  # a read-only cache: the step still runs, the next process traces again
             self.notes[key] = f"compiled; not saved ({exc})"
+            warm.not_kept.append(f"{self.fn.__name__}: not saved: {exc}")
         else:
             self.notes.setdefault(key, f"compiled and saved {path.name}")
         return compiled
