@@ -126,8 +126,9 @@ def compile_step(fn: Callable, state: StaticState, compile_mode: str) -> Callabl
 
 def torch_compiled(fn: Callable, state: StaticState, compile_mode: str) -> Callable:
     """torch.compile of `fn` for `state` with the step's options, before any capture."""
-    return torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
-                         fullgraph=True, dynamic=False)
+    with precompile.savable():
+        return torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
+                             fullgraph=True, dynamic=False)
 
 
 def own_code(fn: Callable) -> Callable:
@@ -166,7 +167,8 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
         prefill_fn = prefill
         if compile_prefill:
             mode = _prefill_compile_mode(compile_mode)
-            prefill_fn = torch.compile(own_code(prefill), mode=mode, dynamic=True, fullgraph=True)
+            with precompile.savable():
+                prefill_fn = torch.compile(own_code(prefill), mode=mode, dynamic=True, fullgraph=True)
             if precompile.available():
                 prefill_fn = precompile.PrecompiledStep(prefill_fn, prefill, dict(mode=mode, dynamic=True))
         state.compiled[key] = (prefill_fn, compile_step(decode_one_token, state, compile_mode))

@@ -16,6 +16,7 @@ first call as well, so a file that does not fit is compiled over, never run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -34,7 +35,15 @@ PACKAGE = Path(__file__).resolve().parents[1]  # the playground's source: a chan
 
 def available() -> bool:
     """Whether this torch can save and load a Dynamo-compiled function (2.10 and later)."""
-    return hasattr(torch.compiler, "load_compiled_function")
+    return hasattr(torch.compiler, "load_compiled_function") and hasattr(torch._dynamo.config, "enable_aot_compile")
+
+
+def savable():
+    """Around a torch.compile call, so that what it returns can be compiled ahead of time: torch attaches
+    `aot_compile` only under this flag, which is off by default before torch 2.13."""
+    if not available():
+        return contextlib.nullcontext()
+    return torch._dynamo.config.patch(enable_aot_compile=True)
 
 
 class PrecompiledStep:
@@ -90,7 +99,7 @@ class PrecompiledStep:
                 self.notes[key] = f"{path.name} did not load ({type(exc).__name__}: {exc}); compiled anew"
         counters["playground"]["precompiled_step_miss"] += 1
         try:
-            with torch._dynamo.config.patch(enable_aot_compile=True, specialize_float=True):
+            with torch._dynamo.config.patch(specialize_float=True):  # else a prefill restarts its trace, unsaved
                 compiled = self.compiled_fn.aot_compile(((model, state, *args), {}))
         except Exception as exc:  # e.g. a backend whose output cannot be saved: torch.compile traces it lazily
             self.notes[key] = f"not compiled ahead of time ({type(exc).__name__}: {exc}); traced by torch.compile"
