@@ -105,12 +105,12 @@ class PrecompiledStep:
             self.notes[key] = f"not compiled ahead of time ({type(exc).__name__}: {exc}); traced by torch.compile"
             warm.not_kept.append(f"{self.fn.__name__}: {type(exc).__name__}: {str(exc)[:200]}")
             return self.compiled_fn
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             compiled.save_compiled_function(str(path))
-        except OSError as exc:  # a read-only cache: the step still runs, the next process traces again
-            self.notes[key] = f"compiled; not saved ({exc})"
-            warm.not_kept.append(f"{self.fn.__name__}: not saved: {exc}")
+        except Exception as exc:  # a read-only cache, or a part torch cannot pickle: the step still runs, the next
+            self.notes[key] = f"compiled; not saved ({type(exc).__name__}: {exc})"  # process traces it again
+            warm.not_kept.append(f"{self.fn.__name__}: not saved: {type(exc).__name__}: {str(exc)[:200]}")
         else:
             self.notes.setdefault(key, f"compiled and saved {path.name}")
         return compiled

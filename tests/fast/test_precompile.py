@@ -122,3 +122,17 @@ def test_the_file_is_keyed_by_what_changes_the_trace(llama_state):
     assert precompile.step_path(decode_one_token, other, state, options, (False,)) != path
     assert precompile.signature((torch.zeros(1, 7, dtype=torch.long), False)) == precompile.signature(
         (torch.zeros(1, 9, dtype=torch.long), False))
+
+
+def test_a_step_that_cannot_be_saved_still_runs_and_the_record_says_why(llama_state, monkeypatch):
+    model, state = llama_state
+    (Path(os.environ[warm.CACHE_ENV]) / "steps").write_text("a file where the folder would be")
+    step, _ = _step(state)
+    kept = len(warm.not_kept)
+    with torch.inference_mode():
+        pos = state.pos.clone()
+        expected = decode_one_token(model, state, False)[0].clone()
+        state.pos.copy_(pos)
+        assert torch.equal(step(model, state, False)[0], expected)
+    assert step.notes[(False,)].startswith("compiled; not saved (FileExistsError")
+    assert warm.not_kept[kept:] == [warm.not_kept[-1]] and "not saved" in warm.not_kept[-1]
