@@ -51,7 +51,7 @@ from playground.record import RunRecord, environment
 
 PROFILE_NEW_TOKENS = 9  # one prefill step and eight decode steps are enough to name the kernels
 POLL_S = 0.02  # how often the consumer picks up tokens; timings are taken in the generate thread
-LOAD_POLL_S = 0.5  # how often a long load reports progress
+LOAD_POLL_S = 0.5  # how often a long load or a first compiled call reports progress
 RSS_SAMPLE_S = 0.005  # CPU memory sampling period: a psutil read costs about 20 µs
 DEVICE_LOCK = threading.Lock()
 # All device work runs on this one thread: CUDA graphs captured by torch.compile (reduce-overhead)
@@ -303,13 +303,16 @@ class _RssGrowth:
         return self.peak - self.start
 
 
-def _drain(sink: queue.SimpleQueue) -> list:
-    """Wait for the next item, then let more pile up for POLL_S and take them all.
+def _drain(sink: queue.SimpleQueue, timeout: float | None = None) -> list:
+    """Wait for the next item (none after `timeout` seconds: []), then let more pile up for POLL_S and take them all.
 
     Waking once per POLL_S instead of once per token keeps this consumer from fighting the
     generate thread for the GIL, which costs decode speed on small CPUs.
     """
-    items = [sink.get()]
+    try:
+        items = [sink.get(timeout=timeout)]
+    except queue.Empty:
+        return []
     time.sleep(POLL_S)
     while not sink.empty():
         items.append(sink.get())
@@ -347,8 +350,11 @@ def _generate_on_device(backend: backends.Backend, call: functools.partial, conf
 
 
 def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int, stop: threading.Event,
-              pass_name: str, profile: bool = False) -> Iterator[Token]:
-    """Run one generate call on the device thread and yield its tokens as they come; returns a PassOutput."""
+              pass_name: str, profile: bool = False, compiling: Phase | None = None) -> Iterator[Token | Phase]:
+    """Run one generate call on the device thread and yield its tokens as they come; returns a PassOutput.
+
+    With `compiling` (the phase of a first compiled call), it is yielded again every LOAD_POLL_S until the
+    first token, with the seconds so far: a compile takes minutes on a large model."""
     sink: queue.SimpleQueue = queue.SimpleQueue()
     done = object()
     recorder = _Recorder(lm.device, sink, mark_phases=profile)
@@ -368,13 +374,18 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
 
     decoder = IncrementalDecoder(lm.tokenizer)
     worker = DEVICE_THREAD.submit(work)
-    finished = False
+    started, finished = time.perf_counter(), False
     try:
         while not finished:
-            for item in _drain(sink):
+            items = _drain(sink, LOAD_POLL_S if compiling else None)
+            if not items:
+                yield Phase(compiling.phase, f"{compiling.detail} · {time.perf_counter() - started:.0f} s",
+                            compiling.index, compiling.total)
+            for item in items:
                 if item is done:
                     finished = True
                     break
+                compiling = None
                 index, token_id, t_s, draft = item
                 yield Token(pass_name, index, token_id, decoder.add(token_id), t_s * 1e3, draft)
     finally:
@@ -633,7 +644,8 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         yield Phase(phase, detail, index, total)
         if len(outputs) == config.warmup:  # the timed repeats start here
             other_load.start()
-        outputs.append((yield from _run_pass(config, lm, input_ids, config.new_tokens, stop, f"{phase} {index}/{total}")))
+        outputs.append((yield from _run_pass(config, lm, input_ids, config.new_tokens, stop, f"{phase} {index}/{total}",
+                                             compiling=Phase(phase, detail, index, total) if detail else None)))
         if len(outputs) == 1 and artifacts:
             record.compile_cache = _compile_cache_use(artifacts, *before)
     record.host_other_cpu_pct = other_load.stop()

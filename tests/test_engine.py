@@ -1,9 +1,11 @@
 """The engine on the tiny preset: what users rely on, checked on real transformers generate paths."""
 
+import re
 import threading
 
 import pytest
 
+from playground import engine
 from playground.config import RunConfig
 from playground.engine import Phase, Result, Token, generate, run
 from playground.loader import MODELS, matmul_shape
@@ -146,10 +148,15 @@ def test_unknown_preset_and_offline_hub_give_clear_errors():
     assert hub.status == "error" and "Hugging Face Hub" in hub.reason
 
 
-def test_compile_is_reported_and_timed_apart_from_steady_state():
-    record = run(RunConfig(prompt="compile", cache_impl="static", compile="default",
-                           **dict(TINY, new_tokens=8, profile_kernels=False)))
+def test_compile_is_reported_and_timed_apart_from_steady_state(monkeypatch):
+    monkeypatch.setattr(engine, "LOAD_POLL_S", 0.001)
+    events = list(generate(RunConfig(prompt="compile", cache_impl="static", compile="default",
+                                     **dict(TINY, new_tokens=8, profile_kernels=False))))
+    record = events[-1].record
     assert record.status == "ok", record.reason
+    first_call = [e.detail for e in events if isinstance(e, Phase) and e.phase == "warmup"]
+    assert first_call[0].startswith("first call: compiling") and len(first_call) > 1  # a compile takes > 1 ms
+    assert all(re.fullmatch(re.escape(first_call[0]) + r" · \d+ s", d) for d in first_call[1:]), first_call[1:]
     assert "torch.compile" in record.compiled and "mode=default" in record.compiled
     assert record.compile_s > 0 and record.cold_e2e_ms > record.e2e_ms
     eager = run(RunConfig(prompt="compile", cache_impl="static", **dict(TINY, new_tokens=8, profile_kernels=False)))
