@@ -166,7 +166,7 @@ def run_bench(args: argparse.Namespace, records: list[RunRecord]) -> None:
     """Run the sweep, appending each finished run to `records` (so an interrupt keeps them)."""
     from tqdm import tqdm
 
-    from playground.engine import run
+    from playground.engine import describe, run
     from playground.store import RunStore
 
     store = None if args.no_store else RunStore()
@@ -177,11 +177,12 @@ def run_bench(args: argparse.Namespace, records: list[RunRecord]) -> None:
     try:
         with tqdm(run_set(args), desc="bench", unit="run", file=sys.stderr, dynamic_ncols=True) as bar:
             for fields in bar:
-                bar.set_postfix_str(f"{fields['model']} {fields['backend']} {fields['attn']} "
-                                    f"cache={'on' if fields['use_cache'] else 'off'} "
-                                    f"{fields['dtype']} compile={fields['compile']}")
+                label = (f"{fields['model']} {fields['backend']} {fields['attn']} "
+                         f"cache={'on' if fields['use_cache'] else 'off'} {fields['dtype']} compile={fields['compile']}")
+                bar.set_postfix_str(label)
                 try:
-                    record = run(RunConfig(**fields), stop)
+                    record = run(RunConfig(**fields), stop,
+                                 on_phase=lambda phase: bar.set_postfix_str(f"{label} · {describe(phase)}"))
                 except ConfigError as exc:
                     record = invalid_record(fields, str(exc))
                 if store and record.status == "ok" and store.add(record) is None:
@@ -199,17 +200,21 @@ def run_bench(args: argparse.Namespace, records: list[RunRecord]) -> None:
 
 
 def run_warm(args: argparse.Namespace) -> int:
-    """Compile each setting once, saving its artifacts; prints one line per run. Returns 1 if any run failed."""
-    from playground.engine import run
+    """Compile each setting once, saving its artifacts; prints one line per run, and the run in flight's progress
+    (a compile takes minutes on a large model) on stderr. Returns 1 if any run failed."""
+    from tqdm import tqdm
+
+    from playground.engine import describe, run
 
     if args.models:
         args.model = args.models
     code = 0
-    for fields in run_set(args):
+    bar = tqdm(run_set(args), desc="warm", unit="run", file=sys.stderr, dynamic_ncols=True)
+    for fields in bar:
         label = (f"{fields['model']} backend={fields['backend']} compile={fields['compile']} dtype={fields['dtype']} "
                  f"quant={fields['quant']} batch={fields['batch_size']}")
         try:
-            record = run(RunConfig(**fields))
+            record = run(RunConfig(**fields), on_phase=lambda phase: bar.set_postfix_str(describe(phase)))
         except ConfigError as exc:
             print(f"{label}: refused: {exc}")
             code = 1

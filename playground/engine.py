@@ -28,7 +28,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import psutil
 import torch
@@ -78,7 +78,7 @@ _init_profiler_on_main_thread()
 
 @dataclass(frozen=True)
 class Phase:
-    phase: str  # loading | warmup | repeat | profiling
+    phase: str  # loading | warmup | repeat | compiling (a first compiled call's progress, within its pass) | profiling
     detail: str = ""
     index: int = 0  # 1-based pass number within the phase
     total: int = 0
@@ -350,11 +350,12 @@ def _generate_on_device(backend: backends.Backend, call: functools.partial, conf
 
 
 def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_tokens: int, stop: threading.Event,
-              pass_name: str, profile: bool = False, compiling: Phase | None = None) -> Iterator[Token | Phase]:
+              pass_name: str, profile: bool = False, compiling: bool = False) -> Iterator[Token | Phase]:
     """Run one generate call on the device thread and yield its tokens as they come; returns a PassOutput.
 
-    With `compiling` (the phase of a first compiled call), it is yielded again every LOAD_POLL_S until the
-    first token, with the seconds so far: a compile takes minutes on a large model."""
+    On a first compiled call (`compiling`), a "compiling" phase with the seconds so far is yielded whenever no
+    token has come for LOAD_POLL_S: the prefill and the decode step each compile on their first call, which
+    takes minutes on a large model."""
     sink: queue.SimpleQueue = queue.SimpleQueue()
     done = object()
     recorder = _Recorder(lm.device, sink, mark_phases=profile)
@@ -379,13 +380,11 @@ def _run_pass(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_t
         while not finished:
             items = _drain(sink, LOAD_POLL_S if compiling else None)
             if not items:
-                yield Phase(compiling.phase, f"{compiling.detail} · {time.perf_counter() - started:.0f} s",
-                            compiling.index, compiling.total)
+                yield Phase("compiling", f"first call, {time.perf_counter() - started:.0f} s so far")
             for item in items:
                 if item is done:
                     finished = True
                     break
-                compiling = None
                 index, token_id, t_s, draft = item
                 yield Token(pass_name, index, token_id, decoder.add(token_id), t_s * 1e3, draft)
     finally:
@@ -645,7 +644,7 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
         if len(outputs) == config.warmup:  # the timed repeats start here
             other_load.start()
         outputs.append((yield from _run_pass(config, lm, input_ids, config.new_tokens, stop, f"{phase} {index}/{total}",
-                                             compiling=Phase(phase, detail, index, total) if detail else None)))
+                                             compiling=bool(detail))))
         if len(outputs) == 1 and artifacts:
             record.compile_cache = _compile_cache_use(artifacts, *before)
     record.host_other_cpu_pct = other_load.stop()
@@ -689,6 +688,11 @@ def _stage_name(phase: Phase) -> str:
     if phase.phase == "loading":
         return "loading the model"
     return f"running {phase.phase} {phase.index}/{phase.total}" if phase.total else f"{phase.phase}"
+
+
+def describe(phase: Phase) -> str:
+    """One line for a progress display: the stage and what it says, e.g. how long a compile has taken."""
+    return f"{_stage_name(phase)} · {phase.detail}" if phase.detail else _stage_name(phase)
 
 
 def _describe_failure(exc: Exception, config: RunConfig) -> str:
@@ -739,9 +743,13 @@ def generate(config: RunConfig, stop: threading.Event | None = None, models: Mod
     yield Result(record)
 
 
-def run(config: RunConfig, stop: threading.Event | None = None, models: ModelCache = MODELS) -> RunRecord:
-    """Run `config` to the end and return its record (for callers that do not stream)."""
+def run(config: RunConfig, stop: threading.Event | None = None, models: ModelCache = MODELS,
+        on_phase: Callable[[Phase], None] | None = None) -> RunRecord:
+    """Run `config` to the end and return its record (for callers that do not stream tokens; `on_phase` hears
+    each phase, as the CLI's progress line does)."""
     for event in generate(config, stop, models):
+        if isinstance(event, Phase) and on_phase:
+            on_phase(event)
         if isinstance(event, Result):
             return event.record
     raise AssertionError("generate ended without a Result")

@@ -103,11 +103,11 @@ def test_ctrl_c_keeps_the_finished_rows_in_every_format_and_exits_130(fmt, tmp_p
 
     real_run, calls = engine.run, []
 
-    def interrupted_on_the_second(config, stop=None):
+    def interrupted_on_the_second(config, stop=None, on_phase=None):
         calls.append(config)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real_run(config, stop)
+        return real_run(config, stop, on_phase=on_phase)
 
     monkeypatch.setattr(engine, "run", interrupted_on_the_second)
     output = tmp_path / f"rows.{fmt}"

@@ -44,6 +44,8 @@ class Pane:
     first_ms: float | None = None  # engine time of the pass's first token (= TTFT of this pass)
     last_ms: float | None = None
     in_profile: bool = False
+    pass_status: str = ""  # the current pass's name and count, which a compile's progress is shown after
+    compiling: bool = False  # the status shows a compile's progress until the next token
     record: RunRecord | None = None
     message: str = ""
     first_difference: int | None = None  # token where A and B first differ, once both finished comparably
@@ -65,11 +67,14 @@ class Pane:
 
     def phase(self, event: engine.Phase) -> None:
         self.state = "running"
+        if event.phase == "compiling":  # within the pass: its tokens so far stay
+            self.status, self.compiling = f"{self.pass_status} · compiling: {event.detail}", True
+            return
         self.in_profile = event.phase == "profiling"
         name = PHASE_NAMES.get(event.phase, event.phase)
         count = f" {event.index}/{event.total}" if event.total else ""
         detail = f" · {event.detail}" if event.detail else ""
-        self.status = f"{name}{count}{detail}"
+        self.status, self.pass_status = f"{name}{count}{detail}", f"{name}{count}"
         if event.phase in ("warmup", "repeat"):
             self.chunks, self.texts, self.first_ms, self.last_ms = [], [], None, None
             self.status += " · prefill"
@@ -77,9 +82,11 @@ class Pane:
     def add(self, token: engine.Token) -> None:
         if self.in_profile:  # the short profiled pass names kernels; its tokens repeat the output
             return
-        if self.first_ms is None:
-            self.first_ms = token.t_ms
-            self.status = self.status.replace(" · prefill", " · decode")
+        if self.first_ms is None or self.compiling:
+            self.first_ms = token.t_ms if self.first_ms is None else self.first_ms
+            self.status = f"{self.pass_status} · decode" if self.compiling else self.status.replace(" · prefill",
+                                                                                                     " · decode")
+            self.compiling = False
         self.last_ms = token.t_ms
         self.chunks.append(render.token_span(token.text, token.index, token.draft))
         self.texts.append(token.text)

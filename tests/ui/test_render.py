@@ -148,3 +148,16 @@ def test_speculation_row_shows_the_verify_step_where_the_backend_timed_it():
     timed = render.metrics_table({"A": make_record(**spec, verify_step_ms=0.8)})
     untimed = render.metrics_table({"A": make_record(**spec)})
     assert "verify step 0.80 ms" in timed and "verify step" not in untimed
+
+
+def test_a_compiles_progress_shows_after_the_pass_and_keeps_its_tokens():
+    from playground.engine import Phase, Token
+
+    pane = Pane("A", "t")
+    pane.phase(Phase("warmup", "first call: compiling", 1, 1))
+    assert pane.status == "warm-up 1/1 · first call: compiling · prefill"
+    pane.add(Token("warmup 1/1", 0, 7, "x", 120.0))  # the prefill compiled; the decode step compiles next
+    pane.phase(Phase("compiling", "first call, 3 s so far"))
+    assert pane.status == "warm-up 1/1 · compiling: first call, 3 s so far" and pane.text == "x"
+    pane.add(Token("warmup 1/1", 1, 8, "y", 3100.0))
+    assert pane.status == "warm-up 1/1 · decode" and pane.text == "xy" and pane.first_ms == 120.0
