@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from playground.fast.forward import decode_one_token
-from playground.fast.generate import CapturedStep, decode_compile_options, fast_generate, torch_compiled
+from playground.fast.generate import CapturedStep, compile_step, fast_generate, torch_compiled
 from playground.fast.precompile import PrecompiledStep
 from playground.loader import MODELS
 from playground.warm import CACHE_ENV
@@ -73,6 +73,11 @@ def one_step(step, model, state, device: str) -> tuple[int, float]:
     return token, seconds
 
 
+def kept(step) -> PrecompiledStep:
+    """The saved-step layer of a step from `compile_step` (inside its CUDA-graph capture on CUDA)."""
+    return step.compiled if isinstance(step, CapturedStep) else step
+
+
 def run(args, does: str) -> dict:
     """One row, in this process."""
     model, state = prefilled(args, args.model)
@@ -81,12 +86,10 @@ def run(args, does: str) -> dict:
     note = ""
     if does == "plain":  # torch.compile alone, as the playground compiled before it kept its steps
         step = torch_compiled(decode_one_token, state, args.mode)
+        step = CapturedStep(step) if args.device == "cuda" else step  # captured as the fast backend does
     else:  # the playground's route: compiled ahead of time and saved, or loaded from what the precompile row saved
-        step = PrecompiledStep(torch_compiled(decode_one_token, state, args.mode), decode_one_token,
-                               decode_compile_options(args.mode, state.cos.dtype))
-        note = step.prepare(model, state, False)
-    if args.device == "cuda":
-        step = CapturedStep(step)  # captured as the fast backend captures its compiled step
+        step = compile_step(decode_one_token, state, args.mode)
+        note = kept(step).prepare(model, state, False)
     prepared = sync(args.device) - started
     token, first = one_step(step, model, state, args.device)
     if args.device == "cuda":  # the second call captures the graph and replays it
@@ -95,7 +98,7 @@ def run(args, does: str) -> dict:
     row = dict(prepare_s=prepared, first_call_s=prepared + first, step_ms=1e3 * sum(steps) / len(steps),
                token=token, eager_token=expected, note=note.split(" ")[0])
     if does == "load" and args.other:  # the loaded function itself, without the playground's choice of file
-        loaded = step.compiled.steps[(False,)] if isinstance(step, CapturedStep) else step.steps[(False,)]
+        loaded = kept(step).steps[(False,)]
         other_model, other_state = prefilled(args, args.other)
         try:
             one_step(loaded, other_model, other_state, args.device)

@@ -676,6 +676,8 @@ def _compile_cache_use(artifacts: Path, hits_before: int, compiles_before: int, 
     loaded = warm.steps_loaded() - loaded_before
     if warm.cache_hits() > hits_before:
         use = "hit" + (f" ({loaded} saved step{'s' * (loaded > 1)} loaded, not traced)" if loaded else "")
+        if not artifacts.is_file():  # saved steps fit settings the artifacts are not kept for (e.g. temperature)
+            warm.save(artifacts)
     elif warm.compiles() == compiles_before:
         use = "reused (compiled earlier in this process)"
     else:

@@ -89,7 +89,8 @@ class RunRecord:
     cold_e2e_ms: float | None = None
     compile_s: float | None = None
     compile_cache: str = ""  # hit [(N saved steps loaded, not traced)] | miss (artifacts saved) | reused (compiled earlier
-    # in this process) | off (forced SDPA); then "; traced, not kept: why" where a step could not be kept on disk
+    # in this process) | off (forced SDPA); then "; traced, not kept: why" where a step was traced by torch.compile
+    # rather than saved or loaded (playground.fast.precompile)
     # memory and hardware use
     peak_mem_mb: float | None = None
     peak_mem_kind: str | None = None  # cuda_max_allocated | weights_plus_rss_growth (CPU)

@@ -118,9 +118,8 @@ class CapturedStep:
 def compile_step(fn: Callable, state: StaticState, compile_mode: str) -> Callable:
     """`fn(model, state, *args)` compiled for `state` under `compile_mode`, replayed as a `CapturedStep` where the
     mode means CUDA graphs and the state is on a GPU."""
-    compiled = torch_compiled(fn, state, compile_mode)
-    if precompile.available():
-        compiled = precompile.PrecompiledStep(compiled, fn, decode_compile_options(compile_mode, state.cos.dtype))
+    compiled = kept_on_disk(lambda: torch_compiled(fn, state, compile_mode), fn,
+                            decode_compile_options(compile_mode, state.cos.dtype))
     return CapturedStep(compiled) if replays_graphs(compile_mode) and state.tokens.is_cuda else compiled
 
 
@@ -129,6 +128,14 @@ def torch_compiled(fn: Callable, state: StaticState, compile_mode: str) -> Calla
     with precompile.savable():
         return torch.compile(own_code(fn), options=decode_compile_options(compile_mode, state.cos.dtype),
                              fullgraph=True, dynamic=False)
+
+
+def kept_on_disk(make: Callable[[], Callable], fn: Callable, options: dict) -> Callable:
+    """`make()`'s compiled `fn`, saved to and loaded from the compile cache where this torch can
+    (playground.fast.precompile), keyed with `options` and the SDPA backends left on."""
+    if not precompile.available():
+        return make()
+    return precompile.PrecompiledStep(make, fn, dict(options, sdpa_backends=sdpa_backends_enabled()))
 
 
 def own_code(fn: Callable) -> Callable:
@@ -167,10 +174,12 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
         prefill_fn = prefill
         if compile_prefill:
             mode = _prefill_compile_mode(compile_mode)
-            with precompile.savable():
-                prefill_fn = torch.compile(own_code(prefill), mode=mode, dynamic=True, fullgraph=True)
-            if precompile.available():
-                prefill_fn = precompile.PrecompiledStep(prefill_fn, prefill, dict(mode=mode, dynamic=True))
+
+            def compiled_prefill() -> Callable:
+                with precompile.savable():
+                    return torch.compile(own_code(prefill), mode=mode, dynamic=True, fullgraph=True)
+
+            prefill_fn = kept_on_disk(compiled_prefill, prefill, dict(mode=mode, dynamic=True))
         state.compiled[key] = (prefill_fn, compile_step(decode_one_token, state, compile_mode))
     return state.compiled[key]
 

@@ -9,9 +9,11 @@ holds the traced code, its guards and the compiled graph, not the weights (they 
 the kernels' binaries, which inductor's caches keep: a load with those caches warm skips both.
 
 The file is keyed by everything that changes what the trace would be: the step function and its
-arguments, the compile options, the state's shapes and dtypes, the model's config and weight types,
-the playground's own source, torch and the device. The loaded step's guards are checked before its
-first call as well, so a file that does not fit is compiled over, never run.
+arguments, the compile options, the SDPA backends left on, the state's shapes and dtypes, the model's
+config, attention implementation and weight types, the playground's own source, torch and the device.
+The loaded step's guards are checked before it runs as well: inputs they refuse are traced by
+torch.compile instead, never run through the file. A run that compiles with torch's caches off (a forced
+SDPA backend: `engine._compiling_under`) neither reads nor writes these files either.
 """
 
 from __future__ import annotations
@@ -47,17 +49,22 @@ def savable():
 
 
 class PrecompiledStep:
-    """`compiled_fn(model, state, *args)` for one state: per argument signature, loaded from the compile cache when
-    an earlier process saved it, else compiled ahead of time now and saved there.
+    """`fn(model, state, *args)` for one state: per argument signature, loaded from the compile cache when an
+    earlier process saved it, else compiled ahead of time now and saved there.
 
-    `compiled_fn` is the function under torch.compile (`generate.torch_compiled`, or the prefill's dynamic
-    compile), so both routes compile the same function with the same options, and it is also the fallback:
+    `compile` makes the function under torch.compile (`generate.torch_compiled`, or the prefill's dynamic
+    compile), so both routes compile the same function with the same options. It is called once for the
+    ahead-of-time compile and once more for torch.compile's own route, since `aot_compile` relaxes the guards
+    of the wrapper it is called on (it filters out guards on globals and object identity). That own route is
+    also the fallback:
     for inputs a saved step's guards refuse (a one-token prompt against a prefill saved symbolic in its
     length), and where a step cannot be compiled ahead of time, torch.compile traces it as before, and
     the saved file stays for the inputs it fits. `notes` says, per signature, which route ran and why."""
 
-    def __init__(self, compiled_fn: Callable, fn: Callable, options: dict) -> None:
-        self.compiled_fn, self.fn, self.options = compiled_fn, fn, options
+    def __init__(self, compile: Callable[[], Callable], fn: Callable, options: dict) -> None:
+        """`options`: what the trace depends on beyond the inputs (compile options, the SDPA backends left on)."""
+        self.compile, self.fn, self.options = compile, fn, options
+        self.compiled_fn = compile()  # torch.compile's own route, lazy until called
         self.steps: dict[tuple, Callable] = {}
         self.notes: dict[tuple, str] = {}
 
@@ -83,6 +90,9 @@ class PrecompiledStep:
         return self.notes[key]
 
     def _load_or_compile(self, model, state: StaticState, args: tuple, key: tuple) -> Callable:
+        if torch.compiler.config.force_disable_caches:  # a compile that must not read or write any cache
+            self.notes[key] = "traced by torch.compile (caches off for this run)"
+            return self.compiled_fn
         path = step_path(self.fn, model, state, self.options, key)
         if path.is_file():
             try:
@@ -100,7 +110,7 @@ class PrecompiledStep:
         counters["playground"]["precompiled_step_miss"] += 1
         try:
             with torch._dynamo.config.patch(specialize_float=True):  # else a prefill restarts its trace, unsaved
-                compiled = self.compiled_fn.aot_compile(((model, state, *args), {}))
+                compiled = self.compile().aot_compile(((model, state, *args), {}))
         except Exception as exc:  # e.g. a backend whose output cannot be saved: torch.compile traces it lazily
             self.notes[key] = f"not compiled ahead of time ({type(exc).__name__}: {exc}); traced by torch.compile"
             warm.not_kept.append(f"{self.fn.__name__}: {type(exc).__name__}: {str(exc)[:200]}")
@@ -129,8 +139,9 @@ def step_path(fn: Callable, model, state: StaticState, options: dict, sig: tuple
     if fused is not None:  # the fused projections' types, which quantization changes
         weights["fused"] = [type(fused.qkv.weight).__name__, type(fused.gate_up.weight).__name__]
     key = dict(fn=f"{fn.__module__}.{fn.__qualname__}", args=repr(sig), options=repr(sorted(options.items())),
-               state=[[list(t.shape), str(t.dtype)] for t in state.tensors()], padded=state.padded,
-               config=model.config.to_json_string(use_diff=False), weights=weights, source=source_digest(),
+               state=[[list(t.shape), str(t.dtype)] for t in state.tensors()],
+               padded=state.padded, config=model.config.to_json_string(use_diff=False),
+               attn=model.config._attn_implementation, weights=weights, source=source_digest(),
                torch=torch.__version__,
                device=torch.cuda.get_device_name(state.tokens.device) if state.tokens.is_cuda else "cpu")
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

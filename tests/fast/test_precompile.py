@@ -63,12 +63,14 @@ def llama_state(monkeypatch, tmp_path):
     monkeypatch.setenv(warm.CACHE_ENV, str(tmp_path))
     model = MODELS.get("tiny-random-llama", "cpu", "fp32", "sdpa")[0].model
     fast_generate(model, input_ids=torch.arange(3, 35)[None], max_new_tokens=4, compile_mode="off")
-    return model, state_cache(model).state
+    state = state_cache(model).state
+    state.compiled.clear()  # steps an earlier test compiled for this state were saved to its own cache folder
+    return model, state
 
 
 def _step(state, fn=decode_one_token, mode="default"):
     options = decode_compile_options(mode, state.cos.dtype)
-    return precompile.PrecompiledStep(torch_compiled(fn, state, mode), fn, options), options
+    return precompile.PrecompiledStep(lambda: torch_compiled(fn, state, mode), fn, options), options
 
 
 def test_a_saved_file_that_does_not_load_is_compiled_over_and_the_step_still_runs(llama_state):
@@ -100,10 +102,33 @@ def test_inputs_the_saved_steps_guards_refuse_are_traced_by_torch_compile_and_th
     assert {path: path.read_bytes() for path in saved} == saved  # kept for the prompts it fits
 
 
+def test_a_loaded_prefill_hands_inputs_its_guards_refuse_to_torch_compile_mid_session(llama_state):
+    model, state = llama_state
+    with torch.inference_mode():
+        compiled_steps(model, state, "default", compile_prefill=True)[0](model, state, torch.arange(3, 35)[None], False)
+        state.compiled.clear()
+        first, _ = compiled_steps(model, state, "default", compile_prefill=True)
+        first(model, state, torch.arange(3, 23)[None], False)  # 20 tokens: the saved prefill fits
+        one = torch.tensor([[5]])
+        expected = prefill(model, state, one, False)[0].clone()
+        assert torch.equal(first(model, state, one, False)[0], expected)  # refused by the guards, traced instead
+    note = first.notes[precompile.signature((one, False))]
+    assert note.startswith("loaded") and note.endswith("its guards refused later inputs, which torch.compile traced")
+
+
+def test_a_run_with_caches_off_neither_reads_nor_writes_saved_steps(llama_state):
+    model, state = llama_state
+    step, _ = _step(state)
+    with torch.inference_mode(), torch.compiler.config.patch(force_disable_caches=True):
+        step(model, state, False)
+    assert step.notes[(False,)] == "traced by torch.compile (caches off for this run)"
+    assert not (Path(os.environ[warm.CACHE_ENV]) / "steps").exists()
+
+
 def test_a_step_whose_compile_cannot_be_saved_is_traced_by_torch_compile(llama_state):
     model, state = llama_state
     compiled = torch.compile(decode_one_token, backend=lambda graph, inputs: graph.forward, fullgraph=True)
-    step = precompile.PrecompiledStep(compiled, decode_one_token, {})
+    step = precompile.PrecompiledStep(lambda: compiled, decode_one_token, {})
     with torch.inference_mode():
         step(model, state, False)
     assert step.notes[(False,)].startswith("not compiled ahead of time") and step.steps[(False,)] is compiled
@@ -120,6 +145,10 @@ def test_the_file_is_keyed_by_what_changes_the_trace(llama_state):
     assert precompile.step_path(decode_one_token, model, state, {**options, "max_autotune": True}, (False,)) != path
     other = MODELS.get("stdlib-llama-tiny", "cpu", "fp32", "sdpa")[0].model
     assert precompile.step_path(decode_one_token, other, state, options, (False,)) != path
+    eager = MODELS.get("tiny-random-llama", "cpu", "fp32", "eager")[0].model  # the same config, other attention
+    assert precompile.step_path(decode_one_token, eager, state, options, (False,)) != path
+    assert precompile.step_path(decode_one_token, model, state, {**options, "sdpa_backends": (0, 0, 0, 1)},
+                                (False,)) != path
     assert precompile.signature((torch.zeros(1, 7, dtype=torch.long), False)) == precompile.signature(
         (torch.zeros(1, 9, dtype=torch.long), False))
 
