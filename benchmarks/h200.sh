@@ -145,10 +145,12 @@ precompile-8b)  # the decode step's first call in a new process: torch.compile c
   # Dynamo's ahead-of-time compile saved to a file and loaded (no trace), with and without inductor's caches
   python3 -m benchmarks.precompile_step --model llama-3.1-8b-shape --dtype bf16 --attn flash_attention_2 \
         --other llama-3.2-1b-shape 2>&1 | tee "$out/precompile_8b.txt" ;;
-warm)  # a cold compile, then a new process with an empty inductor cache and the first one's artifacts
+warm)  # a cold compile, then a new process on the compile cache folder the first one filled: torch's artifacts,
+  # the saved prefill and decode step, and inductor's own cache, which the playground keeps there
   export PLAYGROUND_COMPILE_CACHE=$out/compile-artifacts
+  unset TORCHINDUCTOR_CACHE_DIR
   for run in cold warm; do
-    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) python3 -m playground warm llama-3.1-8b-shape --backend fast \
+    python3 -m playground warm llama-3.1-8b-shape --backend fast \
         --cache-impl static --compile reduce-overhead --dtype bf16 --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 \
         2>&1 | tee "$out/warm_$run.txt"
   done ;;

@@ -632,6 +632,8 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
     passes = [("warmup", i + 1, config.warmup) for i in range(config.warmup)]
     passes += [("repeat", i + 1, config.repeats) for i in range(config.repeats)]
     outputs: list[PassOutput] = []
+    if config.compile != "off":
+        warm.keep_inductor_cache()
     artifacts = _compile_artifacts(config, device)
     cached = artifacts is not None and warm.load(artifacts)
     before = (warm.cache_hits(), warm.compiles(), warm.steps_loaded(), len(warm.not_kept))

@@ -7,8 +7,9 @@ results: `torch.compiler.save_cache_artifacts`) and hot-loads them in another pr
 (`load_cache_artifacts`), which then skips code generation and tuning and runs the same kernels.
 
 Artifacts are kept per model and per setting that changes the compiled graph, torch version and device,
-in PLAYGROUND_COMPILE_CACHE (default ~/.cache/llm-speed-playground/compile). `python -m playground warm`
-fills them; the engine loads them before a compiled run and records whether the compile hit them.
+in PLAYGROUND_COMPILE_CACHE (default ~/.cache/llm-speed-playground/compile), beside the fast backend's saved
+steps and inductor's own cache (`keep_inductor_cache`). `python -m playground warm` fills them; the engine
+loads them before a compiled run and records whether the compile hit them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,22 @@ not_kept: list[str] = []  # why a step was traced by torch.compile rather than k
 
 def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "llm-speed-playground" / "compile")
+
+
+def keep_inductor_cache() -> None:
+    """Point inductor's own cache (generated code, compiled kernels, tuning results) into the compile cache folder,
+    unless TORCHINDUCTOR_CACHE_DIR says where; call before the process's first compile.
+
+    A saved step (playground.fast.precompile) holds its trace, not its kernels, and torch's artifacts (`save`)
+    do not carry what an ahead-of-time compile built: a new process that loads a saved step without inductor's
+    cache builds its kernels again (on the CPU 10.6-11.0 s against 1.8 s: results/cpu/2026-12-06-precompile-step.md).
+    Inductor's default folder is in the temporary folder, which a reboot or a Space's restart empties. (torch
+    writes its default into the environment when imported, so a value equal to it counts as unset.)"""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is None or os.path.abspath(current) == os.path.abspath(default_cache_dir()):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir() / "inductor")
 
 
 def artifact_path(config: RunConfig, device_name: str) -> Path:

@@ -68,3 +68,15 @@ def test_the_record_says_how_many_saved_steps_loaded_and_why_a_step_was_not_kept
     warm.not_kept.append("prefill: the saved step's guards refuse these inputs")
     assert _compile_cache_use(artifacts, *before) == (
         "miss; traced, not kept: prefill: the saved step's guards refuse these inputs")  # nothing else compiled
+
+
+def test_inductors_cache_is_kept_in_the_compile_cache_folder_unless_the_user_says_where(tmp_path, monkeypatch):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.setenv(warm.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what torch writes there on import
+    warm.keep_inductor_cache()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    warm.keep_inductor_cache()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
