@@ -13,6 +13,8 @@ way (playground.fast.precompile). Each row below is its own process:
                     the playground's first compile
     load            a new process on the caches precompile filled: the file loaded, no trace (the
                     playground's warm start)
+    load, artifacts the same with an empty cache into which torch's artifacts (`save_cache_artifacts`) of the
+                    precompile row are hot-loaded first, as `playground.warm` does (`plain, artifacts` likewise)
     load, no cache  the same with an empty cache: what the file alone brings (kernels are built again)
 
 The first call is timed from the compile (or load) to the first token, on CUDA through the capture of the
@@ -42,11 +44,16 @@ from playground.fast.forward import decode_one_token
 from playground.fast.generate import CapturedStep, compile_step, fast_generate, torch_compiled
 from playground.fast.precompile import PrecompiledStep
 from playground.loader import MODELS
+from playground import warm
 from playground.warm import CACHE_ENV
 
-ROWS = (("plain, cold", "plain", "plain"), ("plain, warm", "plain", "plain"), ("precompile", "aot", "aot"),
-        ("load", "load", "aot"), ("load, no cache", "load", "none"))  # (row, what it does, inductor cache it uses)
-NEEDS = {"plain, warm": "plain, cold", "load": "precompile", "load, no cache": "precompile"}  # the row it runs after
+ROWS = (("plain, cold", "plain", "plain"), ("plain, warm", "plain", "plain"),
+        ("plain, artifacts", "plain", "plain-artifacts"), ("precompile", "aot", "aot"), ("load", "load", "aot"),
+        ("load, artifacts", "load", "aot-artifacts"), ("load, no cache", "load", "none"))
+# (row, what it does, its inductor cache: "X-artifacts" is an empty one into which the artifacts of X's first row
+# are hot-loaded first, as `playground.warm` does)
+NEEDS = {"plain, warm": "plain, cold", "plain, artifacts": "plain, cold", "load": "precompile",
+         "load, artifacts": "precompile", "load, no cache": "precompile"}  # the row it runs after
 
 
 def prefilled(args, preset: str):
@@ -83,6 +90,8 @@ def run(args, does: str) -> dict:
     model, state = prefilled(args, args.model)
     expected, _ = one_step(decode_one_token, model, state, args.device)
     started = sync(args.device)
+    if args.load_artifacts:
+        warm.load(args.load_artifacts)
     note = ""
     if does == "plain":  # torch.compile alone, as the playground compiled before it kept its steps
         step = torch_compiled(decode_one_token, state, args.mode)
@@ -97,6 +106,8 @@ def run(args, does: str) -> dict:
     steps = [one_step(step, model, state, args.device)[1] for _ in range(args.steps)]
     row = dict(prepare_s=prepared, first_call_s=prepared + first, step_ms=1e3 * sum(steps) / len(steps),
                token=token, eager_token=expected, note=note.split(" ")[0])
+    if args.save_artifacts:
+        warm.save(args.save_artifacts)
     if does == "load" and args.other:  # the loaded function itself, without the playground's choice of file
         loaded = kept(step).steps[(False,)]
         other_model, other_state = prefilled(args, args.other)
@@ -124,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", nargs="+", default=[row for row, _, _ in ROWS],
                     help="the rows to run, by name (default all); a row runs only after the one it needs")
     ap.add_argument("--row", choices=[does for _, does, _ in ROWS], help=argparse.SUPPRESS)  # a child's one row
+    ap.add_argument("--save-artifacts", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--load-artifacts", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     unknown = [r for r in args.rows if r not in {row for row, _, _ in ROWS}]
     missing = [f"'{r}' needs '{NEEDS[r]}'" for r in args.rows if NEEDS.get(r, r) not in args.rows]
@@ -141,7 +154,11 @@ def main(argv: list[str] | None = None) -> None:
         first_user: dict[str, str] = {}  # inductor cache -> the row that filled it
         for row, does, cache in (r for r in ROWS if r[0] in args.rows):
             filled_by = first_user.setdefault(cache, row)
-            child = [sys.executable, "-m", "benchmarks.precompile_step", "--row", does,
+            artifacts = Path(tmp) / f"{cache.removesuffix('-artifacts')}.artifacts"
+            hot = ["--load-artifacts", str(artifacts)] if cache.endswith("-artifacts") else []
+            if filled_by == row and not hot:
+                hot = ["--save-artifacts", str(artifacts)]
+            child = [sys.executable, "-m", "benchmarks.precompile_step", "--row", does, *hot,
                      "--model", args.model, "--other", args.other, "--device", args.device, "--dtype", args.dtype,
                      "--attn", args.attn, "--mode", args.mode, "--prompt-tokens", str(args.prompt_tokens),
                      "--steps", str(args.steps)]
@@ -152,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"| {row} | | | failed: {out.stderr.strip().splitlines()[-1][:200]} | | | | |")
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            state = "empty" if filled_by == row else f"the {filled_by} row's"
+            state = (f"empty, then the {NEEDS[row]} row's artifacts" if cache.endswith("-artifacts") else
+                     "empty" if filled_by == row else f"the {filled_by} row's")
             print(f"| {row} | {state} | {r['note'] or 'traced'} | {r['prepare_s']:.2f} | {r['first_call_s']:.2f} | {r['step_ms']:.3f} | "
                   f"{r['token']} {'=' if r['token'] == r['eager_token'] else '≠'} {r['eager_token']} | "
                   f"{r.get('other', '')} |", flush=True)

@@ -9,8 +9,9 @@ def test_every_process_decodes_the_eager_token_and_the_loaded_step_refuses_other
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = {line.split("|")[1].strip(): line for line in out.stdout.splitlines() if line.startswith("| ")}
-    for name, route in (("plain, cold", "traced"), ("plain, warm", "traced"), ("precompile", "compiled"),
-                        ("load", "loaded"), ("load, no cache", "loaded")):
+    for name, route in (("plain, cold", "traced"), ("plain, warm", "traced"), ("plain, artifacts", "traced"),
+                        ("precompile", "compiled"), ("load", "loaded"), ("load, artifacts", "loaded"),
+                        ("load, no cache", "loaded")):
         cells = [cell.strip() for cell in rows[name].split("|")]
         token = cells[7].split()
         assert cells[3] == route and token[1] == "=" and token[0] == token[2], rows[name]  # the eager token
