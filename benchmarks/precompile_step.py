@@ -40,12 +40,12 @@ from pathlib import Path
 
 import torch
 
+from playground import warm
 from playground.fast.forward import decode_one_token
 from playground.fast.generate import CapturedStep, compile_step, fast_generate, torch_compiled
 from playground.fast.precompile import PrecompiledStep
+from playground.hardware import synchronize
 from playground.loader import MODELS
-from playground import warm
-from playground.warm import CACHE_ENV
 
 ROWS = (("plain, cold", "plain", "plain"), ("plain, warm", "plain", "plain"),
         ("plain, artifacts", "plain", "plain-artifacts"), ("precompile", "aot", "aot"), ("load", "load", "aot"),
@@ -65,8 +65,8 @@ def prefilled(args, preset: str):
 
 
 def sync(device: str) -> float:
-    if device == "cuda":
-        torch.cuda.synchronize()
+    """The clock, read after the device's queued work."""
+    synchronize(device)
     return time.perf_counter()
 
 
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
                      "--attn", args.attn, "--mode", args.mode, "--prompt-tokens", str(args.prompt_tokens),
                      "--steps", str(args.steps)]
             env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / cache),
-                   "TRITON_CACHE_DIR": str(Path(tmp) / cache / "triton"), CACHE_ENV: str(Path(tmp) / "steps")}
+                   "TRITON_CACHE_DIR": str(Path(tmp) / cache / "triton"), warm.CACHE_ENV: str(Path(tmp) / "steps")}
             out = subprocess.run(child, capture_output=True, text=True, env=env)
             if out.returncode:
                 print(f"| {row} | | | failed: {out.stderr.strip().splitlines()[-1][:200]} | | | | |")

@@ -77,7 +77,7 @@ def cache_hits() -> int:
     """Compiled graphs served from a cache so far in this process (inductor's and AOTAutograd's counters,
     ahead-of-time packages loaded from disk: playground.fast.aot, and saved steps: playground.fast.precompile)."""
     return (counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
-            + counters["playground"]["aot_package_hit"] + counters["playground"]["precompiled_step_hit"])
+            + counters["playground"]["aot_package_hit"] + steps_loaded())
 
 
 def steps_loaded() -> int:
