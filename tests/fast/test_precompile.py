@@ -28,33 +28,46 @@ from playground.fast import fast_generate
 from playground.fast.generate import compiled_steps
 from playground.fast.state import state_cache
 from playground.loader import MODELS
-model = MODELS.get("tiny-random-llama", "cpu", "fp32", "sdpa")[0].model
-ids = torch.arange(3, 3 + int(sys.argv[1]))[None]
+length, device, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+model = MODELS.get("tiny-random-llama", device, "fp32", "sdpa")[0].model
+ids = torch.arange(3, 3 + length, device=device)[None]
 eager = fast_generate(model, input_ids=ids, max_new_tokens=4, compile_mode="off").sequences[0, ids.shape[1]:]
 state = state_cache(model).state
-first, step = compiled_steps(model, state, "default", compile_prefill=True)
+first, step = compiled_steps(model, state, mode, compile_prefill=True)
 with torch.inference_mode():
     tokens = [first(model, state, ids, False)[0]] + [step(model, state, False)[0] for _ in range(3)]
 print(json.dumps(dict(tokens=torch.cat(tokens).tolist(), eager=eager.tolist(),
-                      notes=[next(iter(s.notes.values())).split(" ")[0] for s in (first, step)])))
+                      notes=[next(iter(getattr(s, "compiled", s).notes.values())).split(" ")[0]
+                             for s in (first, step)])))
 """
 
 
-def _process(tmp_path: Path, inductor: str, prompt_tokens: int) -> dict:
+def run_in_new_process(tmp_path: Path, inductor: str, prompt_tokens: int, device: str = "cpu",
+                       mode: str = "default") -> dict:
+    """The script above in a fresh interpreter on the compile caches under `tmp_path` (the GPU tests use it too)."""
     env = dict(os.environ, PLAYGROUND_COMPILE_CACHE=str(tmp_path / "cache"),
                TORCHINDUCTOR_CACHE_DIR=str(tmp_path / inductor))
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(prompt_tokens)], cwd=ROOT, env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(prompt_tokens), device, mode], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_a_new_process_loads_the_saved_prefill_and_step_and_decodes_the_eager_tokens(tmp_path):
-    cold = _process(tmp_path, "inductor", 32)
+    cold = run_in_new_process(tmp_path, "inductor", 32)
     assert cold["notes"] == ["compiled", "compiled"] and cold["tokens"] == cold["eager"]
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "cache" / "steps").iterdir()) == [
         "decode_one_token", "prefill"]
-    warm_start = _process(tmp_path, "inductor", 20)  # another prompt length: the prefill was saved with it symbolic
+    warm_start = run_in_new_process(tmp_path, "inductor", 20)  # another prompt length: the prefill was saved with it symbolic
+    assert warm_start["notes"] == ["loaded", "loaded"] and warm_start["tokens"] == warm_start["eager"]
+
+
+@pytest.mark.gpu
+def test_on_cuda_a_new_process_loads_the_saved_steps_replays_them_as_cuda_graphs_and_decodes_the_eager_tokens(
+        tmp_path):
+    cold = run_in_new_process(tmp_path, "inductor", 32, "cuda", "reduce-overhead")
+    assert cold["notes"] == ["compiled", "compiled"] and cold["tokens"] == cold["eager"]
+    warm_start = run_in_new_process(tmp_path, "inductor", 20, "cuda", "reduce-overhead")
     assert warm_start["notes"] == ["loaded", "loaded"] and warm_start["tokens"] == warm_start["eager"]
 
 
