@@ -4,7 +4,7 @@
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | step-overhead | spec-fast
 #          | spec-trained
-#          | batch-8b | batch-8b-padded | warm | spread-1b
+#          | batch-8b | batch-8b-padded | warm | warm-1b | spread-1b
 #          | precompile-8b | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
@@ -145,14 +145,18 @@ precompile-8b)  # the decode step's first call in a new process: torch.compile c
   # Dynamo's ahead-of-time compile saved to a file and loaded (no trace), with and without inductor's caches
   python3 -m benchmarks.precompile_step --model llama-3.1-8b-shape --dtype bf16 --attn flash_attention_2 \
         --other llama-3.2-1b-shape 2>&1 | tee "$out/precompile_8b.txt" ;;
-warm)  # a cold compile, then a new process on the compile cache folder the first one filled: torch's artifacts,
-  # the saved prefill and decode step, and inductor's own cache, which the playground keeps there
+warm|warm-1b)  # a cold compile, then two new processes on the compile cache folder the first one filled: torch's
+  # artifacts, the saved prefill and decode step, and inductor's own cache, which the playground keeps there. The two
+  # warm processes load the same saved steps and time 3 repeats each: their decode rates show whether the kernels
+  # the cold compile chose are carried over
+  model=llama-3.1-8b-shape; [[ $stage == warm-1b ]] && model=llama-3.2-1b-shape
   export PLAYGROUND_COMPILE_CACHE=$out/compile-artifacts
   unset TORCHINDUCTOR_CACHE_DIR
-  for run in cold warm; do
-    python3 -m playground warm llama-3.1-8b-shape --backend fast \
-        --cache-impl static --compile reduce-overhead --dtype bf16 --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 \
-        2>&1 | tee "$out/warm_$run.txt"
+  m=($model --backend fast --cache-impl static --compile reduce-overhead --dtype bf16 --attn flash_attention_2
+     --prompt-tokens 512 --new-tokens 256)
+  python3 -m playground warm "${m[@]}" 2>&1 | tee "$out/warm_cold.txt"
+  for run in warm warm-again; do
+    bench --model "${m[@]}" --repeats 3 --warmup 1 --output "$out/warm_$run.jsonl"
   done ;;
 cold-8b)  # the 8B shape's compiles side by side (cold, so slower than one alone), filling GPU_CACHE
   # the fast backend at batch 1 (bf16, int8 weights, the ahead-of-time step) and at batch 8 and 64
