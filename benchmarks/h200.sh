@@ -25,6 +25,9 @@ else
 fi
 bench() { python3 -m playground bench --no-store --format jsonl "$@"; }
 common=(--repeats 3 --warmup 1 --new-tokens 128)
+# the fast backend's batch-1 row as the warm-start stages run it (bf16, flash-attn, its own CUDA graphs)
+fast_row=(--backend fast --cache-impl static --compile reduce-overhead --dtype bf16 --attn flash_attention_2
+          --prompt-tokens 512 --new-tokens 256)
 
 case $stage in
 tests)  # the GPU-marked tests
@@ -146,8 +149,7 @@ cold-twice-1b)  # two cold compiles of the same 1B step one after the other, eac
   unset TORCHINDUCTOR_CACHE_DIR
   for run in a b; do
     PLAYGROUND_COMPILE_CACHE=$out/cache-$run TRITON_CACHE_DIR=$out/cache-$run/triton python3 -m playground warm \
-        llama-3.2-1b-shape --backend fast --cache-impl static --compile reduce-overhead --dtype bf16 \
-        --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 2>&1 | tee "$out/cold_$run.txt"
+        llama-3.2-1b-shape "${fast_row[@]}" 2>&1 | tee "$out/cold_$run.txt"
   done ;;
 precompile-8b)  # the decode step's first call in a new process: torch.compile cold and from warm caches, against
   # Dynamo's ahead-of-time compile saved to a file and loaded (no trace), with and without inductor's caches
@@ -160,11 +162,9 @@ warm|warm-1b)  # a cold compile, then two new processes on the compile cache fol
   model=llama-3.1-8b-shape; [[ $stage == warm-1b ]] && model=llama-3.2-1b-shape
   export PLAYGROUND_COMPILE_CACHE=$out/compile-artifacts
   unset TORCHINDUCTOR_CACHE_DIR
-  m=($model --backend fast --cache-impl static --compile reduce-overhead --dtype bf16 --attn flash_attention_2
-     --prompt-tokens 512 --new-tokens 256)
-  python3 -m playground warm "${m[@]}" 2>&1 | tee "$out/warm_cold.txt"
+  python3 -m playground warm $model "${fast_row[@]}" 2>&1 | tee "$out/warm_cold.txt"
   for run in warm warm-again; do
-    bench --model "${m[@]}" --repeats 3 --warmup 1 --output "$out/warm_$run.jsonl"
+    bench --model $model "${fast_row[@]}" --repeats 3 --warmup 1 --output "$out/warm_$run.jsonl"
   done ;;
 cold-8b)  # the 8B shape's compiles side by side (cold, so slower than one alone), filling GPU_CACHE
   # the fast backend at batch 1 (bf16, int8 weights, the ahead-of-time step) and at batch 8 and 64
