@@ -23,6 +23,7 @@ TORCHAO = Package("torchao", "torchao", "pip install torchao==0.18.0")
 GEMLITE = Package("gemlite", "gemlite", "pip install gemlite==0.5.1.post1", fits=("0.5.",),
                   misfit="torchao 0.18's gemlite layout takes gemlite 0.5 (0.6 packs a layer into four tensors, "
                          "torchao unpacks three)")
+MSLK = Package("mslk-cuda", "mslk", "pip install mslk-cuda==1.1.0")  # torchao 0.18's CUTLASS int4 kernels (Hopper)
 GEMLITE_CONFIG = "torchao.prototype.quantization.quant_api"  # where torchao 0.18 keeps UIntxWeightOnlyConfig
 BACKENDS = ("transformers", "fast")  # every generation backend: the fast one quantizes its fused projections too
 
@@ -58,6 +59,15 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
     Quantization("int4", "int4 weight-only, group 128 (torchao, tinygemm)", 4, "Int4WeightOnlyConfig",
                  (("group_size", 128), ("int4_packing_format", "tile_packed_to_4d")), devices=("cuda",),
                  dtypes=("bf16",), packages=(TORCHAO,), families=frozenset({"int4-mm"})),
+    Quantization("int4-mslk", "int4 weight-only, group 128 (torchao, mslk CUTLASS)", 4, "Int4WeightOnlyConfig",
+                 (("group_size", 128), ("int4_packing_format", "plain"), ("set_inductor_config", False)),
+                 devices=("cuda",), dtypes=("bf16",), min_capability=(9, 0), packages=(TORCHAO, MSLK),
+                 families=frozenset({"int4-mm"})),
+    Quantization("int4-preshuffled", "int4 weight-only, group 128 (torchao, mslk preshuffled CUTLASS)", 4,
+                 "Int4WeightOnlyConfig",
+                 (("group_size", 128), ("int4_packing_format", "preshuffled"), ("set_inductor_config", False)),
+                 devices=("cuda",), dtypes=("bf16",), min_capability=(9, 0), packages=(TORCHAO, MSLK),
+                 families=frozenset({"int4-mm"})),
     Quantization("fp8", "fp8 e4m3 weight-only (torchao)", 8, "Float8WeightOnlyConfig", min_capability=(8, 9),
                  packages=(TORCHAO,), families=frozenset({"fp8-mm"})),
     Quantization("int8-gemlite", "int8 weight-only (torchao, gemlite kernels)", 8, "UIntxWeightOnlyConfig",
