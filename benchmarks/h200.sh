@@ -80,7 +80,7 @@ article-8b-nocompile)  # the 8B rows that need no compile (the compiled 8B row a
 quant-8b|quant-1b)  # weight-only quantization on the fast backend against its unquantized step: int8 in bf16, then
   # int4 in fp16 (gemlite's int4 takes fp16 activations only), each dtype's own unquantized row its reference
   model=llama-3.1-8b-shape; [[ $stage == quant-1b ]] && model=llama-3.2-1b-shape
-  for pair in bf16:int8-gemlite fp16:int4-gemlite; do
+  for pair in ${QUANT_PAIRS:-bf16:int8-gemlite fp16:int4-gemlite}; do  # QUANT_PAIRS: some of them
     dtype=${pair%%:*}; name=${stage}_fast_$dtype
     python3 -m benchmarks.quantization --model $model --quant "${pair#*:}" --dtype "$dtype" --backend fast \
           --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
@@ -97,11 +97,11 @@ step-overhead)  # what a compiled step's call costs the host, plain and with gem
   # graphs, replayed by torch's CUDA graphs (Dynamo's guards before each replay), and captured by the fast backend
   python3 -m benchmarks.step_overhead --model llama-3.2-1b-shape --dtype bf16 --quant int8-gemlite,none \
         2>&1 | tee "$out/step_overhead_1b.txt" ;;
-int4-hopper)  # torchao's int4 through mslk's CUTLASS kernels (plain and preshuffled, Hopper): the 8B step against bf16
-  # in one run, then each 8B projection alone beside gemlite's int4; sdpa, so the stage needs no flash-attn wheel
-  python3 -m benchmarks.quantization --model llama-3.1-8b-shape --quant int4-preshuffled,int4-mslk --dtype bf16 \
-        --backend fast --compile reduce-overhead --attn sdpa --prompt-tokens 512 --new-tokens 256 --repeats 3 \
-        --output "$out/quant_8b_int4_hopper.json" 2>&1 | tee "$out/quant_8b_int4_hopper.txt"
+int4-hopper)  # torchao's int4 through mslk's preshuffled CUTLASS kernel (Hopper): the 8B step against bf16 in one
+  # run, then each 8B projection alone through mslk's two int4 layouts beside gemlite's int4
+  python3 -m benchmarks.quantization --model llama-3.1-8b-shape --quant int4-preshuffled --dtype bf16 \
+        --backend fast --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 \
+        --repeats 3 --output "$out/quant_8b_int4_hopper.json" 2>&1 | tee "$out/quant_8b_int4_hopper.txt"
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape --formats none,int4-gemlite,int4-mslk,int4-preshuffled \
         2>&1 | tee "$out/quant_matmul_8b_int4.txt" ;;
 quant-matmul)  # each weight format's batch-1 projection alone

@@ -42,6 +42,7 @@ class Quantization:
     packages: tuple[Package, ...] = ()
     families: frozenset[str] = frozenset()  # kernel families (playground.kernels.QUANT_PATTERNS) proving it ran
     backends: tuple[str, ...] = BACKENDS  # the generation backends (playground.backends) that take it
+    tied_head: bool = True  # an output head tied to the input embeddings gets a quantized copy of its own
 
 
 # int4 uses torchao's tile-packed layout, whose matmul is torch's own tinygemm kernel (`_weight_int4pack_mm`,
@@ -69,7 +70,7 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
                  devices=("cuda",), dtypes=("bf16",), min_capability=(9, 0), packages=(TORCHAO, MSLK),
                  families=frozenset({"int4-mm"})),
     Quantization("fp8", "fp8 e4m3 weight-only (torchao)", 8, "Float8WeightOnlyConfig", min_capability=(8, 9),
-                 packages=(TORCHAO,), families=frozenset({"fp8-mm"})),
+                 packages=(TORCHAO,), families=frozenset({"fp8-mm"}), tied_head=False),
     Quantization("int8-gemlite", "int8 weight-only (torchao, gemlite kernels)", 8, "UIntxWeightOnlyConfig",
                  (("bit_width", 8), ("group_size", None), ("set_inductor_config", False)), GEMLITE_CONFIG,
                  devices=("cuda",), dtypes=("fp16", "bf16"), packages=(TORCHAO, GEMLITE),
@@ -84,18 +85,22 @@ NAMES = tuple(REGISTRY)
 
 def quantize(module, name: str) -> None:
     """Quantize `module`'s linear layers in place as `name` asks: every nn.Linear whose weight is not
-    quantized yet (so fused projections quantized first, playground.fast.fuse, are left as they are),
-    except an output head tied to the input embeddings.
+    quantized yet (so fused projections quantized first, playground.fast.fuse, are left as they are).
 
-    A tied head is the embedding table: quantizing it would keep the float table for the lookups and
-    add a quantized copy for the head (more bytes, no longer tied). It would also quantize the table's
-    all-zero padding row, to which fp8's per-row scale gives NaN (seen on the H200's 1B shape).
+    An output head tied to the input embeddings is first given a copy of the table of its own
+    (`untie_head`), where the entry allows it, as transformers' TorchAoConfig does with
+    `untie_embedding_weights`: a decode step reads the head whole but only one row of the table, so
+    the quantized copy cuts the bytes each step reads (on the Llama-3.2-1B shape the bf16 table is
+    a fifth of them) for a copy of bits/16 of the table in memory. fp8 leaves a tied head as it is:
+    its per-row scale turns the table's all-zero padding row into NaN (seen on the H200's 1B shape).
     """
     entry = REGISTRY[name]
     if not entry.torchao:
         return
     import torchao.quantization
 
+    if entry.tied_head:
+        untie_head(module)
     embeddings = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None
     table = embeddings.weight if embeddings is not None else None
 
@@ -104,6 +109,22 @@ def quantize(module, name: str) -> None:
 
     config = getattr(importlib.import_module(entry.module), entry.torchao)(**dict(entry.options))
     torchao.quantization.quantize_(module, config, filter_fn=plain_linear)
+
+
+def untie_head(model) -> bool:
+    """Give an output head that shares the input-embedding table a copy of its own; True if it did."""
+    import torch
+
+    if not (hasattr(model, "get_input_embeddings") and hasattr(model, "get_output_embeddings")):
+        return False
+    embeddings, head = model.get_input_embeddings(), model.get_output_embeddings()
+    if embeddings is None or head is None or head.weight is not embeddings.weight:
+        return False
+    # an ordinary tensor even under inference mode, as playground.fast.fuse makes its fused weights
+    with torch.inference_mode(False), torch.no_grad():
+        head.weight = torch.nn.Parameter(embeddings.weight.detach().clone(), requires_grad=False)
+    model.config.tie_word_embeddings = False  # transformers would otherwise tie them again on a re-tie
+    return True
 
 
 def is_quantized(tensor) -> bool:
