@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from playground import backends, capabilities, engine, kernels, quantization
+from playground import backends, capabilities, engine, kernels, quantization, roofline
 from playground.config import SETTINGS, ConfigError, RunConfig
 from playground.kernels import PhaseKernels, matmul_families, quant_fallback
 
@@ -41,6 +41,8 @@ def test_an_int4_kernel_refuses_other_activations_before_anything_loads(quant, d
     ("fp8", A100, "fp8 needs compute capability 8.9+, A100 has 8.0"),
     ("int8", dataclasses.replace(H200, packages={"torchao": None}), "torchao not installed: pip install torchao"),
     ("int8-gemlite", None, "int8-gemlite needs a CUDA GPU"),
+    ("int4-preshuffled", H200, "mslk-cuda not installed: pip install mslk-cuda==1.1.0"),
+    ("int4-mslk", dataclasses.replace(H200, capability=(8, 0)), "int4-mslk needs compute capability 9.0+"),
     ("int8-gemlite", H200, "gemlite not installed: pip install gemlite==0.5.1.post1"),
     ("int8-gemlite", dataclasses.replace(H200, packages={"torchao": "0.18.0", "gemlite": "0.6.0.post2"}),
      "gemlite 0.6.0.post2 is installed, torchao 0.18's gemlite layout takes gemlite 0.5"),
@@ -69,6 +71,7 @@ def test_quantized_bytes_are_the_inner_tensors():
 @pytest.mark.parametrize("name, family", [
     ("aten::_weight_int8pack_mm", "int8-mm"),
     ("aten::_weight_int4pack_mm", "int4-mm"),
+    ("mslk::bf16i4bf16_shuffled", "int4-mm"),
     ("aten::_scaled_mm", "fp8-mm"),
     ("gemlite::forward_functional", "gemlite-mm"),
     ("gemv_INT_revsplitK_kernel", "gemlite-mm"),
@@ -123,7 +126,8 @@ def test_both_backends_run_the_same_quantized_weights(quant):
                      cache_impl="static", quant=quant)
     hf, fast = engine.run(base), engine.run(base.replace(backend="fast"))
     assert (hf.status, fast.status) == ("ok", "ok"), (hf.reason, fast.reason)
-    assert fast.quant_weights == hf.quant_weights and fast.quant_weights.endswith("28 of 29 linear weights")
+    head = "29 of 29" if quantization.REGISTRY[quant].tied_head else "28 of 29"  # its tied head quantized too
+    assert fast.quant_weights == hf.quant_weights and fast.quant_weights.endswith(f"{head} linear weights")
     assert fast.output_ids == hf.output_ids
 
 
@@ -202,3 +206,21 @@ def test_a_head_tied_to_the_embeddings_is_left_as_it_is():
         model.lm_head.weight)
     assert quantization.is_quantized(model.model.layers[0].mlp.down_proj.weight)
     assert not torch.isnan(model(torch.tensor([[5, 6, 7]])).logits).any()
+
+
+def test_int8_gives_a_tied_head_a_quantized_copy_so_a_step_reads_fewer_bytes():
+    """The step reads the head whole every token; the float table stays for the lookups (one row a token)."""
+    from playground.loader import ModelCache
+
+    cache = ModelCache()
+    plain = cache.get("tiny-random-llama", "cpu", "fp32", "sdpa")[0].model
+    model = ModelCache().get("tiny-random-llama", "cpu", "fp32", "sdpa", quant="int8")[0].model
+    table = model.model.embed_tokens.weight
+    assert model.lm_head.weight is not table and not model.config.tie_word_embeddings
+    assert quantization.is_quantized(model.lm_head.weight) and not quantization.is_quantized(table)
+    assert torch.equal(table, plain.model.embed_tokens.weight)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    logits, reference = model(ids).logits, plain(ids).logits
+    assert not torch.isnan(logits).any()
+    assert (logits - reference).abs().max() < 0.05 * reference.abs().max()
+    assert roofline.decode_weight_bytes(model) < roofline.decode_weight_bytes(plain) / 3
