@@ -10,10 +10,10 @@ from playground.presets import DEFAULT_MODEL
 pytest.importorskip("torchao")
 
 
-@pytest.mark.parametrize("quant, subclass_inputs", [("none", 0), ("int8", 16)])
+@pytest.mark.parametrize("quant, subclass_inputs", [("none", 0), ("int8", 17)])
 def test_each_call_flattens_every_quantized_weight_the_step_reads(quant, subclass_inputs):
-    """The shipped model's step reads 16 weights: per layer the fused q/k/v, o, the fused gate/up and down (its
-    head is tied to the embeddings and stays plain). Dynamo's guards flatten each subclass twice per call."""
+    """The shipped model's int8 step reads 17 weights: per layer the fused q/k/v, o, the fused gate/up and down,
+    and the head's quantized copy of the tied table. Dynamo's guards flatten each subclass twice per call."""
     model = ModelCache().get(DEFAULT_MODEL, "cpu", "fp32", "sdpa", quant=quant)[0].model
     figures = measure(model, "cpu", prompt_tokens=8, steps=4)
     torch._dynamo.reset()
