@@ -23,7 +23,6 @@ TORCHAO = Package("torchao", "torchao", "pip install torchao==0.18.0")
 GEMLITE = Package("gemlite", "gemlite", "pip install gemlite==0.5.1.post1", fits=("0.5.",),
                   misfit="torchao 0.18's gemlite layout takes gemlite 0.5 (0.6 packs a layer into four tensors, "
                          "torchao unpacks three)")
-MSLK = Package("mslk-cuda", "mslk", "pip install mslk-cuda==1.1.0")  # torchao 0.18's CUTLASS int4 kernels (Hopper)
 GEMLITE_CONFIG = "torchao.prototype.quantization.quant_api"  # where torchao 0.18 keeps UIntxWeightOnlyConfig
 BACKENDS = ("transformers", "fast")  # every generation backend: the fast one quantizes its fused projections too
 
@@ -46,7 +45,10 @@ class Quantization:
 
 
 # int4 uses torchao's tile-packed layout, whose matmul is torch's own tinygemm kernel (`_weight_int4pack_mm`,
-# CUDA, bf16): torchao's default int4 layout needs the separate mslk-cuda kernel package instead.
+# CUDA, bf16). torchao's default int4 layouts need the mslk-cuda package's CUTLASS kernels instead, and neither
+# is offered: on the H200 its plain int4 matmul read 0.5-1.1 TB/s at batch 1, slower than bf16 on every 8B
+# projection, and its preshuffled one has no fake-tensor kernel (torch.compile cannot trace it) and no row slice
+# (the fused projections' parts are row views) (results/h200/2026-12-06-int4-kernels-and-tied-head/).
 # The gemlite entries are torchao's bit-packed layout, multiplied by gemlite's Triton GEMV/GEMM kernels (one
 # custom op, so a compiled step keeps them). Timed alone on the H200 at batch 1 (benchmarks/quant_matmul.py):
 # int8 through gemlite reads its bytes at 2.6-4.2 TB/s against 2.3-3.4 for inductor's int8 matmul; neither int4
@@ -60,15 +62,6 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
     Quantization("int4", "int4 weight-only, group 128 (torchao, tinygemm)", 4, "Int4WeightOnlyConfig",
                  (("group_size", 128), ("int4_packing_format", "tile_packed_to_4d")), devices=("cuda",),
                  dtypes=("bf16",), packages=(TORCHAO,), families=frozenset({"int4-mm"})),
-    Quantization("int4-mslk", "int4 weight-only, group 128 (torchao, mslk CUTLASS)", 4, "Int4WeightOnlyConfig",
-                 (("group_size", 128), ("int4_packing_format", "plain"), ("set_inductor_config", False)),
-                 devices=("cuda",), dtypes=("bf16",), min_capability=(9, 0), packages=(TORCHAO, MSLK),
-                 families=frozenset({"int4-mm"})),
-    Quantization("int4-preshuffled", "int4 weight-only, group 128 (torchao, mslk preshuffled CUTLASS)", 4,
-                 "Int4WeightOnlyConfig",
-                 (("group_size", 128), ("int4_packing_format", "preshuffled"), ("set_inductor_config", False)),
-                 devices=("cuda",), dtypes=("bf16",), min_capability=(9, 0), packages=(TORCHAO, MSLK),
-                 families=frozenset({"int4-mm"})),
     Quantization("fp8", "fp8 e4m3 weight-only (torchao)", 8, "Float8WeightOnlyConfig", min_capability=(8, 9),
                  packages=(TORCHAO,), families=frozenset({"fp8-mm"}), tied_head=False),
     Quantization("int8-gemlite", "int8 weight-only (torchao, gemlite kernels)", 8, "UIntxWeightOnlyConfig",
@@ -91,7 +84,7 @@ def quantize(module, name: str) -> None:
     (`untie_head`), where the entry allows it, as transformers' TorchAoConfig does with
     `untie_embedding_weights`: a decode step reads the head whole but only one row of the table, so
     the quantized copy cuts the bytes each step reads (on the Llama-3.2-1B shape the bf16 table is
-    a fifth of them) for a copy of bits/16 of the table in memory. fp8 leaves a tied head as it is:
+    a fifth of them) for a quantized copy of the table in memory. fp8 leaves a tied head as it is:
     its per-row scale turns the table's all-zero padding row into NaN (seen on the H200's 1B shape).
     """
     entry = REGISTRY[name]

@@ -41,8 +41,6 @@ def test_an_int4_kernel_refuses_other_activations_before_anything_loads(quant, d
     ("fp8", A100, "fp8 needs compute capability 8.9+, A100 has 8.0"),
     ("int8", dataclasses.replace(H200, packages={"torchao": None}), "torchao not installed: pip install torchao"),
     ("int8-gemlite", None, "int8-gemlite needs a CUDA GPU"),
-    ("int4-preshuffled", H200, "mslk-cuda not installed: pip install mslk-cuda==1.1.0"),
-    ("int4-mslk", dataclasses.replace(H200, capability=(8, 0)), "int4-mslk needs compute capability 9.0+"),
     ("int8-gemlite", H200, "gemlite not installed: pip install gemlite==0.5.1.post1"),
     ("int8-gemlite", dataclasses.replace(H200, packages={"torchao": "0.18.0", "gemlite": "0.6.0.post2"}),
      "gemlite 0.6.0.post2 is installed, torchao 0.18's gemlite layout takes gemlite 0.5"),
@@ -71,7 +69,6 @@ def test_quantized_bytes_are_the_inner_tensors():
 @pytest.mark.parametrize("name, family", [
     ("aten::_weight_int8pack_mm", "int8-mm"),
     ("aten::_weight_int4pack_mm", "int4-mm"),
-    ("mslk::bf16i4bf16_shuffled", "int4-mm"),
     ("aten::_scaled_mm", "fp8-mm"),
     ("gemlite::forward_functional", "gemlite-mm"),
     ("gemv_INT_revsplitK_kernel", "gemlite-mm"),
