@@ -2,7 +2,7 @@
 # The H200 measurements behind results/h200/ and the README's "Measured on an NVIDIA H200".
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
-#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | step-overhead | spec-fast
+#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | int4-gemv | step-overhead | spec-fast
 #          | spec-trained
 #          | batch-8b | batch-8b-padded | warm | warm-1b | spread-1b | cold-twice-1b
 #          | precompile-8b | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
@@ -97,6 +97,10 @@ step-overhead)  # what a compiled step's call costs the host, plain and with gem
   # graphs, replayed by torch's CUDA graphs (Dynamo's guards before each replay), and captured by the fast backend
   python3 -m benchmarks.step_overhead --model llama-3.2-1b-shape --dtype bf16 --quant int8-gemlite,none \
         2>&1 | tee "$out/step_overhead_1b.txt" ;;
+int4-gemv)  # the hand-written int4 GEMV against bf16 on each projection of both shapes, its block shape chosen by timing
+  for model in llama-3.1-8b-shape llama-3.2-1b-shape; do
+    python3 -m benchmarks.int4_gemv --model $model 2>&1 | tee "$out/int4_gemv_${model%-shape}.txt"
+  done ;;
 quant-matmul)  # each weight format's batch-1 projection alone
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape \
         2>&1 | tee "$out/quant_matmul_8b.txt" ;;

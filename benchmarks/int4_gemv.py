@@ -1,0 +1,69 @@
+"""The hand-written int4 GEMV (playground/fast/int4_gemv.py) on each projection of a model, against bf16.
+
+For each projection: the bf16 matrix-vector product (torch's, cuBLAS) and the int4 kernel at each of a
+few block shapes, L2 flushed before each call as in benchmarks/quant_matmul.py; prints the fastest
+block shape, µs per call, the bandwidth on the bytes each reads, and the kernel's error against the
+same int4 weights dequantized in float32 (relative to the largest output). Its question: does building
+floats from the bits take int4 past the 2 TB/s every library int4 kernel stopped at on the H200?
+
+    python -m benchmarks.int4_gemv --model llama-3.1-8b-shape        # CUDA, Triton
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import torch
+
+from benchmarks.quant_matmul import shapes, time_us
+from playground.fast import int4_gemv
+
+BLOCK_N = (8, 16, 32)
+BLOCK_K = (256, 512, 1024)
+WARPS = (4, 8)
+
+
+def best_config(x, packed, flush) -> tuple[float, tuple[int, int, int]]:
+    """(µs, (block_n, block_k, warps)) of the fastest block shape that fits the projection."""
+    timings = []
+    cols = x.shape[-1]
+    for block_n, block_k, warps in itertools.product(BLOCK_N, BLOCK_K, WARPS):
+        if cols % block_k:
+            continue
+        def call(v, n=block_n, k=block_k, w=warps):
+            return int4_gemv.gemv(v, *packed, block_n=n, block_k=k, num_warps=w)
+        timings.append((time_us(call, x, flush, iters=100), (block_n, block_k, warps)))
+    return min(timings)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="llama-3.1-8b-shape")
+    parser.add_argument("--projections", default="qkv,o,gate_up,down,lm_head")
+    parser.add_argument("--l2-flush-mb", type=int, default=256)
+    args = parser.parse_args()
+    flush = torch.empty(args.l2_flush_mb * 2 ** 20, dtype=torch.uint8, device="cuda") if args.l2_flush_mb else None
+    print(f"{args.model}, batch 1, bf16 activations, L2 flushed ({args.l2_flush_mb} MB) before each call, "
+          f"{torch.cuda.get_device_name()}, torch {torch.__version__}\n")
+    print("| projection | (out, in) | bf16 µs | bf16 GB/s | int4 µs | int4 GB/s | vs bf16 | block n, k, warps | rel. error |")
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+    torch.manual_seed(0)
+    for name in args.projections.split(","):
+        out_f, in_f = shapes(args.model)[name]
+        weight = torch.randn(out_f, in_f, device="cuda", dtype=torch.bfloat16) * 0.02
+        x = torch.randn(1, in_f, device="cuda", dtype=torch.bfloat16)
+        packed = int4_gemv.pack(weight)
+        reference = x.float() @ int4_gemv.dequantize(*packed).T
+        error = ((int4_gemv.gemv(x, *packed).float() - reference).abs().max() / reference.abs().max()).item()
+        bf16_us = time_us(lambda v: torch.nn.functional.linear(v, weight), x, flush, iters=100)
+        int4_us, config = best_config(x, packed, flush)
+        nbytes = int4_gemv.packed_bytes(*packed)
+        print(f"| {name} | {out_f}, {in_f} | {bf16_us:.1f} | {weight.numel() * 2 / bf16_us / 1e3:.0f} | {int4_us:.1f} | "
+              f"{nbytes / int4_us / 1e3:.0f} | {bf16_us / int4_us:.2f}x | {', '.join(map(str, config))} | "
+              f"{error:.1e} |", flush=True)
+        del weight, packed
+
+
+if __name__ == "__main__":
+    main()

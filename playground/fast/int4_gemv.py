@@ -1,0 +1,108 @@
+"""A batch-1 int4 matrix-vector product that builds its floats from the weight's bits.
+
+Why a kernel of our own: at batch 1 every int4 kernel measured on the H200 (gemlite's, torch's
+tinygemm, mslk's CUTLASS ones) read its bytes at 2 TB/s or less, under half of what a bf16
+reduction reaches (results/h200/2026-12-06-int4-kernels-and-tied-head/). Streaming int4 at
+4 TB/s means turning 8e12 nibbles a second into floats, and a conversion instruction (int to
+float) runs at a fraction of the rate of float arithmetic on Hopper. Here a nibble q becomes a
+float without one: OR-ing it into the mantissa of 2**23 gives the float 2**23 + q exactly, and one
+subtraction leaves q. Each weight then costs a shift, a logical op, a subtraction and a multiply-add;
+the group's scale and offset are applied once per group, to the group's partial sum.
+
+Layout (`pack`): asymmetric min/max quantization in groups of 128 along the input dimension, eight
+nibbles per int32 word in input order (nibble j of word i is column 8i + j), scales and offsets in
+fp16, one per (row, group): w ~= q * scale + offset.
+
+This module is measured by `benchmarks/int4_gemv.py` (kernel settings chosen there, by timing);
+`pack` and `dequantize` are plain torch and run anywhere, the kernel needs Triton and a GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+GROUP = 128
+MAGIC = 8388608.0  # 2**23: a float whose low mantissa bits hold a small integer exactly
+
+
+def pack(weight: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """weight (N, K) -> words (N, K / 8) int32, scales and offsets (N, K / group) fp16.
+
+    A group whose values are all equal (an all-zero padding row) gets q = 0 and its value as the
+    offset, exactly, never a zero scale dividing."""
+    rows, cols = weight.shape
+    if cols % group or group % 8:
+        raise ValueError(f"int4 packing needs in_features divisible by the group ({group}); got {cols}")
+    w = weight.float().reshape(rows, cols // group, group)
+    low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
+    scale = ((high - low) / 15).half().float()  # the stored values, so rounding matches what the kernel reads
+    offset = low.half().float()
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = ((w - offset) / safe).round().clamp(0, 15).to(torch.int32).reshape(rows, cols // 8, 8)
+    words = q[..., 0].clone()
+    for j in range(1, 8):
+        words |= q[..., j] << (4 * j)
+    return words.contiguous(), scale.squeeze(-1).half().contiguous(), offset.squeeze(-1).half().contiguous()
+
+
+def dequantize(words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor, group: int = GROUP) -> torch.Tensor:
+    """The float32 (N, K) weights `pack` stored: the reference the kernel is checked against."""
+    rows = words.shape[0]
+    q = torch.stack([(words >> (4 * j)) & 0xF for j in range(8)], dim=-1).reshape(rows, -1).float()
+    q = q.reshape(rows, -1, group)
+    return (q * scales.float()[..., None] + offsets.float()[..., None]).reshape(rows, -1)
+
+
+def packed_bytes(words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor) -> int:
+    return sum(t.numel() * t.element_size() for t in (words, scales, offsets))
+
+
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def int4_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K: tl.constexpr, GROUP: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        live = rows < N
+        groups_per_row: tl.constexpr = K // GROUP
+        groups: tl.constexpr = BLOCK_K // GROUP
+        shifts = tl.arange(0, 8) * 4
+        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            word = k0 // 8 + tl.arange(0, BLOCK_K // 8)
+            w = tl.load(w_ptr + rows[:, None] * (K // 8) + word[None, :], mask=live[:, None], other=0)
+            bits = ((w[:, :, None] >> shifts[None, None, :]) & 0xF) | 0x4B000000
+            q = tl.reshape(bits.to(tl.float32, bitcast=True) - 8388608.0, [BLOCK_N, BLOCK_K])
+            x = tl.load(x_ptr + k0 + tl.arange(0, BLOCK_K)).to(tl.float32)
+            partial = tl.sum(tl.reshape(q * x[None, :], [BLOCK_N, groups, GROUP]), axis=2)
+            x_sums = tl.sum(tl.reshape(x, [groups, GROUP]), axis=1)
+            group = k0 // GROUP + tl.arange(0, groups)
+            meta = rows[:, None] * groups_per_row + group[None, :]
+            scale = tl.load(s_ptr + meta, mask=live[:, None], other=0.0).to(tl.float32)
+            offset = tl.load(o_ptr + meta, mask=live[:, None], other=0.0).to(tl.float32)
+            acc += tl.sum(scale * partial + offset * x_sums[None, :], axis=1)
+        tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=live)
+
+    return int4_gemv
+
+
+_KERNEL = None
+
+
+def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor, block_n: int = 16,
+         block_k: int = 512, num_warps: int = 4, group: int = GROUP) -> torch.Tensor:
+    """x (K,) or (1, K), any float dtype -> (1, N) in x's dtype: x @ dequantize(...).T."""
+    global _KERNEL
+    rows, cols = words.shape[0], words.shape[1] * 8
+    if cols % block_k or block_k % group:
+        raise ValueError(f"block_k={block_k} must divide in_features ({cols}) and be a multiple of the group ({group})")
+    if _KERNEL is None:
+        _KERNEL = _kernel()
+    x = x.reshape(-1)
+    out = torch.empty(1, rows, device=x.device, dtype=x.dtype)
+    grid = ((rows + block_n - 1) // block_n,)
+    _KERNEL[grid](x, words, scales, offsets, out, rows, K=cols, GROUP=group, BLOCK_N=block_n, BLOCK_K=block_k,
+                  num_warps=num_warps)
+    return out
