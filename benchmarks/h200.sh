@@ -97,9 +97,15 @@ step-overhead)  # what a compiled step's call costs the host, plain and with gem
   # graphs, replayed by torch's CUDA graphs (Dynamo's guards before each replay), and captured by the fast backend
   python3 -m benchmarks.step_overhead --model llama-3.2-1b-shape --dtype bf16 --quant int8-gemlite,none \
         2>&1 | tee "$out/step_overhead_1b.txt" ;;
-int4-gemv)  # the hand-written int4 GEMV against bf16 on each projection of both shapes, its block shape chosen by timing
+int4-gemv)  # the hand-written int4 GEMV against bf16 on each projection of both shapes (its block shape autotuned),
+  # then the 8B and 1B steps with its weights against bf16 in one run each
   for model in llama-3.1-8b-shape llama-3.2-1b-shape; do
     python3 -m benchmarks.int4_gemv --model $model 2>&1 | tee "$out/int4_gemv_${model%-shape}.txt"
+  done
+  for model in llama-3.1-8b-shape llama-3.2-1b-shape; do
+    python3 -m benchmarks.quantization --model $model --quant int4-gemv --dtype bf16 --backend fast \
+          --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 --repeats 3 \
+          --output "$out/quant_${model%-shape}_int4_gemv.json" 2>&1 | tee "$out/quant_${model%-shape}_int4_gemv.txt"
   done ;;
 quant-matmul)  # each weight format's batch-1 projection alone
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape \

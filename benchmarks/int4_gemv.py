@@ -1,9 +1,9 @@
 """The hand-written int4 GEMV (playground/fast/int4_gemv.py) on each projection of a model, against bf16.
 
-For each projection: the bf16 matrix-vector product (torch's, cuBLAS) and the int4 kernel at each of a
-few block shapes, L2 flushed before each call as in benchmarks/quant_matmul.py; prints the fastest
-block shape, µs per call, the bandwidth on the bytes each reads, and the kernel's error against the
-same int4 weights dequantized in float32 (relative to the largest output). Its question: does building
+For each projection: the bf16 matrix-vector product (torch's, cuBLAS) and the int4 kernel with the block
+shape its autotuner chose, L2 flushed before each call as in benchmarks/quant_matmul.py; prints µs per
+call, the bandwidth on the bytes each reads, the block shape, and the kernel's error against the same
+int4 weights dequantized in float32 (relative to the largest output). Its question: does building
 floats from the bits take int4 past the 2 TB/s every library int4 kernel stopped at on the H200?
 
     python -m benchmarks.int4_gemv --model llama-3.1-8b-shape        # CUDA, Triton
@@ -12,29 +12,11 @@ floats from the bits take int4 past the 2 TB/s every library int4 kernel stopped
 from __future__ import annotations
 
 import argparse
-import itertools
 
 import torch
 
 from benchmarks.quant_matmul import shapes, time_us
 from playground.fast import int4_gemv
-
-BLOCK_N = (8, 16, 32)
-BLOCK_K = (256, 512, 1024)
-WARPS = (4, 8)
-
-
-def best_config(x, packed, flush) -> tuple[float, tuple[int, int, int]]:
-    """(µs, (block_n, block_k, warps)) of the fastest block shape that fits the projection."""
-    timings = []
-    cols = x.shape[-1]
-    for block_n, block_k, warps in itertools.product(BLOCK_N, BLOCK_K, WARPS):
-        if cols % block_k:
-            continue
-        def call(v, n=block_n, k=block_k, w=warps):
-            return int4_gemv.gemv(v, *packed, block_n=n, block_k=k, num_warps=w)
-        timings.append((time_us(call, x, flush, iters=100), (block_n, block_k, warps)))
-    return min(timings)
 
 
 def main() -> None:
@@ -57,10 +39,11 @@ def main() -> None:
         reference = x.float() @ int4_gemv.dequantize(*packed).T
         error = ((int4_gemv.gemv(x, *packed).float() - reference).abs().max() / reference.abs().max()).item()
         bf16_us = time_us(lambda v: torch.nn.functional.linear(v, weight), x, flush, iters=100)
-        int4_us, config = best_config(x, packed, flush)
+        int4_us = time_us(lambda v: int4_gemv.gemv(v, *packed), x, flush, iters=100)
+        config = int4_gemv.tuned_config(out_f, in_f)
         nbytes = int4_gemv.packed_bytes(*packed)
         print(f"| {name} | {out_f}, {in_f} | {bf16_us:.1f} | {weight.numel() * 2 / bf16_us / 1e3:.0f} | {int4_us:.1f} | "
-              f"{nbytes / int4_us / 1e3:.0f} | {bf16_us / int4_us:.2f}x | {', '.join(map(str, config))} | "
+              f"{nbytes / int4_us / 1e3:.0f} | {bf16_us / int4_us:.2f}x | {', '.join(map(str, config)) if config else '-'} | "
               f"{error:.1e} |", flush=True)
         del weight, packed
 

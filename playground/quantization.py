@@ -23,6 +23,7 @@ TORCHAO = Package("torchao", "torchao", "pip install torchao==0.18.0")
 GEMLITE = Package("gemlite", "gemlite", "pip install gemlite==0.5.1.post1", fits=("0.5.",),
                   misfit="torchao 0.18's gemlite layout takes gemlite 0.5 (0.6 packs a layer into four tensors, "
                          "torchao unpacks three)")
+TRITON = Package("triton", "triton", "pip install triton (torch's CUDA builds bring it)")
 GEMLITE_CONFIG = "torchao.prototype.quantization.quant_api"  # where torchao 0.18 keeps UIntxWeightOnlyConfig
 BACKENDS = ("transformers", "fast")  # every generation backend: the fast one quantizes its fused projections too
 
@@ -41,6 +42,7 @@ class Quantization:
     packages: tuple[Package, ...] = ()
     families: frozenset[str] = frozenset()  # kernel families (playground.kernels.QUANT_PATTERNS) proving it ran
     backends: tuple[str, ...] = BACKENDS  # the generation backends (playground.backends) that take it
+    phases: tuple[str, ...] = ("prefill", "decode")  # where the kernel proof expects a quantized matmul
     tied_head: bool = True  # an output head tied to the input embeddings gets a quantized copy of its own
 
 
@@ -55,6 +57,8 @@ class Quantization:
 # kernel passes about 2 TB/s. torchao's options keep inductor's global settings as the fast backend set them.
 # int4 through gemlite takes fp16 only: with bf16 activations its Triton GEMV failed to compile on the H200
 # ("Both operands must be same dtype. Got bf16 and fp16": HQQ's fp16 scales dequantize the weights to fp16).
+# int4-gemv is the playground's own batch-1 kernel (playground/fast/int4_gemv.py, which says why one was written);
+# a prompt's rows dequantize for a tensor-core matmul, so only decode proves it.
 REGISTRY: dict[str, Quantization] = {q.name: q for q in (
     Quantization("none", "none (the dtype's weights)", None),
     Quantization("int8", "int8 weight-only (torchao)", 8, "Int8WeightOnlyConfig", packages=(TORCHAO,),
@@ -68,6 +72,9 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
                  (("bit_width", 8), ("group_size", None), ("set_inductor_config", False)), GEMLITE_CONFIG,
                  devices=("cuda",), dtypes=("fp16", "bf16"), packages=(TORCHAO, GEMLITE),
                  families=frozenset({"gemlite-mm"})),
+    Quantization("int4-gemv", "int4 weight-only, group 128 (the playground's Triton GEMV; prefill dequantizes)", 4,
+                 "Int4GemvConfig", module="playground.fast.int4_weights", devices=("cuda",), packages=(TORCHAO, TRITON),
+                 families=frozenset({"int4-mm"}), phases=("decode",)),
     Quantization("int4-gemlite", "int4 weight-only, group 128 (torchao, HQQ, gemlite kernels)", 4,
                  "UIntxWeightOnlyConfig", (("bit_width", 4), ("group_size", 128), ("set_inductor_config", False)),
                  GEMLITE_CONFIG, devices=("cuda",), dtypes=("fp16",), packages=(TORCHAO, GEMLITE),

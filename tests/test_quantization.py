@@ -41,6 +41,8 @@ def test_an_int4_kernel_refuses_other_activations_before_anything_loads(quant, d
     ("fp8", A100, "fp8 needs compute capability 8.9+, A100 has 8.0"),
     ("int8", dataclasses.replace(H200, packages={"torchao": None}), "torchao not installed: pip install torchao"),
     ("int8-gemlite", None, "int8-gemlite needs a CUDA GPU"),
+    ("int4-gemv", None, "int4-gemv needs a CUDA GPU"),
+    ("int4-gemv", H200, "triton not installed: pip install triton (torch's CUDA builds bring it)"),
     ("int8-gemlite", H200, "gemlite not installed: pip install gemlite==0.5.1.post1"),
     ("int8-gemlite", dataclasses.replace(H200, packages={"torchao": "0.18.0", "gemlite": "0.6.0.post2"}),
      "gemlite 0.6.0.post2 is installed, torchao 0.18's gemlite layout takes gemlite 0.5"),

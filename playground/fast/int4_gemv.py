@@ -13,8 +13,9 @@ Layout (`pack`): asymmetric min/max quantization in groups of 128 along the inpu
 nibbles per int32 word in input order (nibble j of word i is column 8i + j), scales and offsets in
 fp16, one per (row, group): w ~= q * scale + offset.
 
-This module is measured by `benchmarks/int4_gemv.py` (kernel settings chosen there, by timing);
-`pack` and `dequantize` are plain torch and run anywhere, the kernel needs Triton and a GPU.
+The `int4-gemv` setting (int4_weights.py) calls it through one custom op; `benchmarks/int4_gemv.py`
+times it against bf16. `pack` and `dequantize` are plain torch and run anywhere; the kernel needs Triton
+and a GPU, and its block shape is autotuned on the first call of each matrix shape.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import torch
 
 GROUP = 128
-MAGIC = 8388608.0  # 2**23: a float whose low mantissa bits hold a small integer exactly
 
 
 def pack(weight: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -57,7 +57,13 @@ def packed_bytes(words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tenso
     return sum(t.numel() * t.element_size() for t in (words, scales, offsets))
 
 
-def _kernel():
+# Block shapes the kernel's autotuner times on the first call of each (N, K): rows per program, columns per
+# loop step (a multiple of the group), warps.
+CONFIGS = [(n, k, w) for n in (8, 16, 32) for k in (256, 512, 1024) for w in (4, 8)]
+
+
+def _kernels():
+    """(the kernel taking its block shape as arguments, the same kernel autotuned over CONFIGS)."""
     import triton
     import triton.language as tl
 
@@ -72,37 +78,78 @@ def _kernel():
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
             word = k0 // 8 + tl.arange(0, BLOCK_K // 8)
-            w = tl.load(w_ptr + rows[:, None] * (K // 8) + word[None, :], mask=live[:, None], other=0)
+            w = tl.load(w_ptr + rows[:, None] * (K // 8) + word[None, :], mask=live[:, None] & (word < K // 8)[None, :],
+                        other=0)
             bits = ((w[:, :, None] >> shifts[None, None, :]) & 0xF) | 0x4B000000
             q = tl.reshape(bits.to(tl.float32, bitcast=True) - 8388608.0, [BLOCK_N, BLOCK_K])
-            x = tl.load(x_ptr + k0 + tl.arange(0, BLOCK_K)).to(tl.float32)
+            col = k0 + tl.arange(0, BLOCK_K)
+            x = tl.load(x_ptr + col, mask=col < K, other=0.0).to(tl.float32)
             partial = tl.sum(tl.reshape(q * x[None, :], [BLOCK_N, groups, GROUP]), axis=2)
             x_sums = tl.sum(tl.reshape(x, [groups, GROUP]), axis=1)
             group = k0 // GROUP + tl.arange(0, groups)
             meta = rows[:, None] * groups_per_row + group[None, :]
-            scale = tl.load(s_ptr + meta, mask=live[:, None], other=0.0).to(tl.float32)
-            offset = tl.load(o_ptr + meta, mask=live[:, None], other=0.0).to(tl.float32)
+            in_row = live[:, None] & (group < groups_per_row)[None, :]
+            scale = tl.load(s_ptr + meta, mask=in_row, other=0.0).to(tl.float32)
+            offset = tl.load(o_ptr + meta, mask=in_row, other=0.0).to(tl.float32)
             acc += tl.sum(scale * partial + offset * x_sums[None, :], axis=1)
         tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=live)
 
-    return int4_gemv
+    configs = [triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w) for n, k, w in CONFIGS]
+    return int4_gemv, triton.autotune(configs, key=["N", "K"])(int4_gemv)
 
 
-_KERNEL = None
+_KERNELS = None
 
 
-def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor, block_n: int = 16,
-         block_k: int = 512, num_warps: int = 4, group: int = GROUP) -> torch.Tensor:
-    """x (K,) or (1, K), any float dtype -> (1, N) in x's dtype: x @ dequantize(...).T."""
-    global _KERNEL
+def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
+         config: tuple[int, int, int] | None = None, group: int = GROUP) -> torch.Tensor:
+    """x (K,) or (1, K), any float dtype -> (1, N) in x's dtype: x @ dequantize(...).T. `config` (rows per
+    program, columns per step, warps) fixes the block shape; None lets the autotuner choose it."""
+    global _KERNELS
     rows, cols = words.shape[0], words.shape[1] * 8
-    if cols % block_k or block_k % group:
-        raise ValueError(f"block_k={block_k} must divide in_features ({cols}) and be a multiple of the group ({group})")
-    if _KERNEL is None:
-        _KERNEL = _kernel()
+    if config is not None and config[1] % group:
+        raise ValueError(f"a block of {config[1]} columns is not a multiple of the group ({group})")
+    if _KERNELS is None:
+        _KERNELS = _kernels()
+    plain, tuned = _KERNELS
     x = x.reshape(-1)
     out = torch.empty(1, rows, device=x.device, dtype=x.dtype)
-    grid = ((rows + block_n - 1) // block_n,)
-    _KERNEL[grid](x, words, scales, offsets, out, rows, K=cols, GROUP=group, BLOCK_N=block_n, BLOCK_K=block_k,
-                  num_warps=num_warps)
+    if config is None:
+        tuned[lambda meta: (triton_cdiv(rows, meta["BLOCK_N"]),)](x, words, scales, offsets, out, rows, K=cols,
+                                                                  GROUP=group)
+    else:
+        block_n, block_k, warps = config
+        plain[(triton_cdiv(rows, block_n),)](x, words, scales, offsets, out, rows, K=cols, GROUP=group,
+                                             BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
     return out
+
+
+def tuned_config(rows: int, cols: int) -> tuple[int, int, int] | None:
+    """The block shape the autotuner chose for (rows, cols), once a call of that shape has run."""
+    if _KERNELS is None:
+        return None
+    for key, config in _KERNELS[1].cache.items():
+        if tuple(key[:2]) == (rows, cols):
+            return config.kwargs["BLOCK_N"], config.kwargs["BLOCK_K"], config.num_warps
+    return None
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+@torch.library.custom_op("int4_gemv::mv", mutates_args=())
+def mv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """One opaque op for torch.compile: a compiled step calls the kernel (autotuned) as it is."""
+    return gemv(x, words, scales, offsets)
+
+
+@mv.register_fake
+def _(x, words, scales, offsets):
+    return x.new_empty(1, words.shape[0])
+
+
+@mv.register_kernel("cpu")
+def _(x, words, scales, offsets):
+    """The same product from the dequantized weights, for the tests on a CPU (runs there are refused)."""
+    return (x.float() @ dequantize(words, scales, offsets).T).to(x.dtype)

@@ -1,0 +1,88 @@
+"""int4 weights for the playground's own GEMV (int4_gemv.py), as a torchao config and tensor subclass.
+
+Built on torchao's workflow API (a config, its module handler, a `TorchAOBaseTensor`), so `quantize_`
+applies it and the registry, the fused projections (a row slice per part) and the byte counts (the
+inner tensors) treat it as they treat torchao's own formats. A single row (decode) runs the GEMV as
+one custom op, which torch.compile keeps and a CUDA graph replays; a prompt of many rows dequantizes
+to the activations' dtype for a tensor-core matmul, since a GEMV per row would read the weights once
+per token, and the kernel proof shows that as prefill's fallback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torchao.core.config import AOBaseConfig
+from torchao.quantization.transform_module import register_quantize_module_handler
+from torchao.utils import TorchAOBaseTensor, fill_defaults
+
+from playground.fast import int4_gemv
+
+aten = torch.ops.aten
+
+
+class Int4GemvTensor(TorchAOBaseTensor):
+    """An (out_features, in_features) weight stored as `int4_gemv.pack` writes it."""
+
+    tensor_data_names = ["words", "scales", "offsets"]
+    tensor_attribute_names = ["shape", "dtype", "group_size"]
+
+    def __new__(cls, words, scales, offsets, shape, dtype, group_size):
+        return torch.Tensor._make_wrapper_subclass(cls, shape, device=words.device, dtype=dtype, requires_grad=False)
+
+    def __init__(self, words, scales, offsets, shape, dtype, group_size):
+        self.words, self.scales, self.offsets, self.group_size = words, scales, offsets, group_size
+
+    @classmethod
+    def from_float(cls, weight: torch.Tensor, group_size: int = int4_gemv.GROUP) -> Int4GemvTensor:
+        return cls(*int4_gemv.pack(weight, group_size), weight.shape, weight.dtype, group_size)
+
+    def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        weights = int4_gemv.dequantize(self.words, self.scales, self.offsets, self.group_size)
+        return weights.to(dtype or self.dtype)
+
+
+implements = Int4GemvTensor.implements
+implements_torch_function = Int4GemvTensor.implements_torch_function
+
+
+@implements(aten.linear.default)
+@implements_torch_function(torch.nn.functional.linear)
+def _linear(func, types, args, kwargs):
+    x, weight, bias = fill_defaults(args, 3, [None])
+    if x.numel() == x.shape[-1]:  # one row: decode at batch 1
+        out = int4_gemv.mv(x.reshape(1, -1), weight.words, weight.scales, weight.offsets)
+        out = out.reshape(*x.shape[:-1], weight.shape[0])
+    else:
+        out = torch.nn.functional.linear(x, weight.dequantize(x.dtype))
+    return out if bias is None else out + bias
+
+
+@implements(aten.slice.Tensor)
+def _slice(func, types, args, kwargs):
+    """Rows only, as the fused projections' parts are taken (playground.fast.fuse)."""
+    weight, dim, start, end, step = fill_defaults(args, 5, [0, None, None, 1])
+    if dim != 0 or step != 1:
+        raise NotImplementedError(f"Int4GemvTensor slices rows only (dim 0, step 1), not dim={dim} step={step}")
+    rows = slice(start, end)
+    words = weight.words[rows]
+    return Int4GemvTensor(words, weight.scales[rows], weight.offsets[rows], (words.shape[0], weight.shape[1]),
+                          weight.dtype, weight.group_size)
+
+
+@dataclass
+class Int4GemvConfig(AOBaseConfig):
+    group_size: int = int4_gemv.GROUP
+
+
+@register_quantize_module_handler(Int4GemvConfig)
+def _quantize_linear(module: torch.nn.Module, config: Int4GemvConfig, *, parameter_name: str = "weight"):
+    """A weight whose in_features are no multiple of the group keeps its floats; the record's count of
+    quantized linear weights ("25 of 29") shows which did."""
+    weight = getattr(module, parameter_name)
+    if weight.shape[-1] % config.group_size:
+        return module
+    setattr(module, parameter_name,
+            torch.nn.Parameter(Int4GemvTensor.from_float(weight, config.group_size), requires_grad=False))
+    return module
