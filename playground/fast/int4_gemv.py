@@ -58,8 +58,10 @@ def packed_bytes(words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tenso
 
 
 # Block shapes the kernel's autotuner times on the first call of each (N, K): rows per program, columns per
-# loop step (a multiple of the group), warps.
-CONFIGS = [(n, k, w) for n in (8, 16, 32) for k in (256, 512, 1024) for w in (4, 8)]
+# loop step (a multiple of the group), warps; those whose tile gives each thread 16 to 128 weights, so that
+# a thread has loads in flight without spilling its registers.
+CONFIGS = [(n, k, w) for n in (4, 8, 16, 32) for k in (256, 512, 1024) for w in (4, 8)
+           if 16 <= n * k // (32 * w) <= 128]
 
 
 def _kernels():
