@@ -25,6 +25,8 @@ def main() -> None:
     parser.add_argument("--projections", default="qkv,o,gate_up,down,lm_head")
     parser.add_argument("--l2-flush-mb", type=int, default=256)
     args = parser.parse_args()
+    if not torch.cuda.is_available():
+        parser.error("the int4 GEMV is a Triton kernel for CUDA GPUs; this machine has none")
     flush = torch.empty(args.l2_flush_mb * 2 ** 20, dtype=torch.uint8, device="cuda") if args.l2_flush_mb else None
     print(f"{args.model}, batch 1, bf16 activations, L2 flushed ({args.l2_flush_mb} MB) before each call, "
           f"{torch.cuda.get_device_name()}, torch {torch.__version__}\n")
