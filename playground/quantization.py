@@ -72,7 +72,7 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
                  (("bit_width", 8), ("group_size", None), ("set_inductor_config", False)), GEMLITE_CONFIG,
                  devices=("cuda",), dtypes=("fp16", "bf16"), packages=(TORCHAO, GEMLITE),
                  families=frozenset({"gemlite-mm"})),
-    Quantization("int4-gemv", "int4 weight-only, group 128 (the playground's Triton GEMV; prefill dequantizes)", 4,
+    Quantization("int4-gemv", "int4 weight-only, group 128 (the playground's GEMV)", 4,
                  "Int4GemvConfig", module="playground.fast.int4_weights", devices=("cuda",), packages=(TORCHAO, TRITON),
                  families=frozenset({"int4-mm"}), phases=("decode",)),
     Quantization("int4-gemlite", "int4 weight-only, group 128 (torchao, HQQ, gemlite kernels)", 4,
