@@ -99,8 +99,7 @@ def quantize(module, name: str) -> None:
         return
     import torchao.quantization
 
-    if entry.tied_head:
-        untie_head(module)
+    untied = untie_head(module) if entry.tied_head else None
     embeddings = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None
     table = embeddings.weight if embeddings is not None else None
 
@@ -109,22 +108,39 @@ def quantize(module, name: str) -> None:
 
     config = getattr(importlib.import_module(entry.module), entry.torchao)(**dict(entry.options))
     torchao.quantization.quantize_(module, config, filter_fn=plain_linear)
+    if untied is not None and not is_quantized(module.get_output_embeddings().weight):
+        tie_head(module, untied)  # the format left the copy in float (a shape it does not take): no copy then
 
 
-def untie_head(model) -> bool:
-    """Give an output head that shares the input-embedding table a copy of its own; True if it did."""
+def untie_head(model) -> tuple[str, str] | None:
+    """Give an output head that shares the input-embedding table a copy of its own. Returns the tie it
+    undid (head parameter name, table parameter name), for `tie_head`, or None where there was none."""
     import torch
 
     if not (hasattr(model, "get_input_embeddings") and hasattr(model, "get_output_embeddings")):
-        return False
+        return None
     embeddings, head = model.get_input_embeddings(), model.get_output_embeddings()
     if embeddings is None or head is None or head.weight is not embeddings.weight:
-        return False
+        return None
+    names = {id(module): name for name, module in model.named_modules()}
+    tie = (f"{names[id(head)]}.weight", f"{names[id(embeddings)]}.weight")
     # an ordinary tensor even under inference mode, as playground.fast.fuse makes its fused weights
     with torch.inference_mode(False), torch.no_grad():
         head.weight = torch.nn.Parameter(embeddings.weight.detach().clone(), requires_grad=False)
     model.config.tie_word_embeddings = False  # transformers would otherwise tie them again on a re-tie
-    return True
+    tied = getattr(model, "all_tied_weights_keys", None)
+    if isinstance(tied, dict):  # transformers' own record of the tie, which tie_weights() may replay
+        tied.pop(tie[0], None)
+    return tie
+
+
+def tie_head(model, tie: tuple[str, str]) -> None:
+    """Undo `untie_head`: the head shares the table again."""
+    model.get_output_embeddings().weight = model.get_input_embeddings().weight
+    model.config.tie_word_embeddings = True
+    tied = getattr(model, "all_tied_weights_keys", None)
+    if isinstance(tied, dict):
+        tied[tie[0]] = tie[1]
 
 
 def is_quantized(tensor) -> bool:

@@ -216,6 +216,9 @@ def test_int8_gives_a_tied_head_a_quantized_copy_so_a_step_reads_fewer_bytes():
     model = ModelCache().get("tiny-random-llama", "cpu", "fp32", "sdpa", quant="int8")[0].model
     table = model.model.embed_tokens.weight
     assert model.lm_head.weight is not table and not model.config.tie_word_embeddings
+    assert "lm_head.weight" not in model.all_tied_weights_keys  # so transformers' tie_weights() keeps the copy
+    model.tie_weights()
+    assert quantization.is_quantized(model.lm_head.weight)
     assert quantization.is_quantized(model.lm_head.weight) and not quantization.is_quantized(table)
     assert torch.equal(table, plain.model.embed_tokens.weight)
     ids = torch.tensor([[5, 6, 7, 8]])

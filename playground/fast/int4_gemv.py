@@ -6,8 +6,8 @@ reduction reaches (results/h200/2026-12-06-int4-kernels-and-tied-head/). Streami
 4 TB/s means turning 8e12 nibbles a second into floats, and a conversion instruction (int to
 float) runs at a fraction of the rate of float arithmetic on Hopper. Here a nibble q becomes a
 float without one: OR-ing it into the mantissa of 2**23 gives the float 2**23 + q exactly, and one
-subtraction leaves q. Each weight then costs a shift, a logical op, a subtraction and a multiply-add;
-the group's scale and offset are applied once per group, to the group's partial sum.
+subtraction leaves q: a shift, a mask, an OR and a subtraction per weight before its multiply-add, and
+the group's scale and offset applied once per group, to the group's partial sum.
 
 Layout (`pack`): asymmetric min/max quantization in groups of 128 along the input dimension, eight
 nibbles per int32 word in input order (nibble j of word i is column 8i + j), scales and offsets in
@@ -25,13 +25,14 @@ import torch
 GROUP = 128
 
 
-def pack(weight: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """weight (N, K) -> words (N, K / 8) int32, scales and offsets (N, K / group) fp16.
+def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """weight (N, K) -> words (N, K / 8) int32, scales and offsets (N, K / GROUP) fp16.
 
-    A group whose values are all equal (an all-zero padding row) gets q = 0 and its value as the
-    offset, exactly, never a zero scale dividing."""
+    A group whose values are all equal (an all-zero padding row) gets q = 0 and its value (in fp16)
+    as the offset, never a zero scale dividing."""
     rows, cols = weight.shape
-    if cols % group or group % 8:
+    group = GROUP
+    if cols % group:
         raise ValueError(f"int4 packing needs in_features divisible by the group ({group}); got {cols}")
     w = weight.float().reshape(rows, cols // group, group)
     low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
@@ -45,11 +46,11 @@ def pack(weight: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.
     return words.contiguous(), scale.squeeze(-1).half().contiguous(), offset.squeeze(-1).half().contiguous()
 
 
-def dequantize(words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor, group: int = GROUP) -> torch.Tensor:
+def dequantize(words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """The float32 (N, K) weights `pack` stored: the reference the kernel is checked against."""
     rows = words.shape[0]
     q = torch.stack([(words >> (4 * j)) & 0xF for j in range(8)], dim=-1).reshape(rows, -1).float()
-    q = q.reshape(rows, -1, group)
+    q = q.reshape(rows, -1, GROUP)
     return (q * scales.float()[..., None] + offsets.float()[..., None]).reshape(rows, -1)
 
 
@@ -104,17 +105,22 @@ _KERNELS = None
 
 
 def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
-         config: tuple[int, int, int] | None = None, group: int = GROUP) -> torch.Tensor:
+         config: tuple[int, int, int] | None = None) -> torch.Tensor:
     """x (K,) or (1, K), any float dtype -> (1, N) in x's dtype: x @ dequantize(...).T. `config` (rows per
-    program, columns per step, warps) fixes the block shape; None lets the autotuner choose it."""
+    program, columns per step, warps; powers of two, the columns a multiple of the group) fixes the block
+    shape; None lets the autotuner choose it."""
     global _KERNELS
-    rows, cols = words.shape[0], words.shape[1] * 8
-    if config is not None and config[1] % group:
-        raise ValueError(f"a block of {config[1]} columns is not a multiple of the group ({group})")
+    rows, cols, group = words.shape[0], words.shape[1] * 8, GROUP
+    if x.numel() != cols:
+        raise ValueError(f"x has {x.numel()} values for a weight of {cols} in_features")
+    if config is not None and (config[1] % group or any(v & (v - 1) for v in config)):
+        raise ValueError(f"block {config} needs powers of two, its columns a multiple of the group ({group})")
+    if not (words.is_contiguous() and scales.is_contiguous() and offsets.is_contiguous()):
+        raise ValueError("the packed weight's words, scales and offsets must be contiguous")
     if _KERNELS is None:
         _KERNELS = _kernels()
     plain, tuned = _KERNELS
-    x = x.reshape(-1)
+    x = x.reshape(-1).contiguous()
     out = torch.empty(1, rows, device=x.device, dtype=x.dtype)
     if config is None:
         tuned[lambda meta: (triton_cdiv(rows, meta["BLOCK_N"]),)](x, words, scales, offsets, out, rows, K=cols,
@@ -154,4 +160,4 @@ def _(x, words, scales, offsets):
 @mv.register_kernel("cpu")
 def _(x, words, scales, offsets):
     """The same product from the dequantized weights, for the tests on a CPU (runs there are refused)."""
-    return (x.float() @ dequantize(words, scales, offsets).T).to(x.dtype)
+    return (x.reshape(1, -1).float() @ dequantize(words, scales, offsets).T).to(x.dtype)

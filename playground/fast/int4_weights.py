@@ -3,9 +3,10 @@
 Built on torchao's workflow API (a config, its module handler, a `TorchAOBaseTensor`), so `quantize_`
 applies it and the registry, the fused projections (a row slice per part) and the byte counts (the
 inner tensors) treat it as they treat torchao's own formats. A single row (decode) runs the GEMV as
-one custom op, which torch.compile keeps and a CUDA graph replays; a prompt of many rows dequantizes
-to the activations' dtype for a tensor-core matmul, since a GEMV per row would read the weights once
-per token, and the kernel proof shows that as prefill's fallback.
+one custom op, which torch.compile keeps and a CUDA graph replays; many rows (a prompt, a batch, a
+speculative verify step) dequantize to the activations' dtype for a tensor-core matmul, since a GEMV per
+row would read the weights once per token. The registry has the kernel proof require the GEMV in decode
+only, so a batch's decode, which dequantizes too, is flagged as a fallback and a prompt's is not.
 """
 
 from __future__ import annotations
@@ -26,21 +27,20 @@ class Int4GemvTensor(TorchAOBaseTensor):
     """An (out_features, in_features) weight stored as `int4_gemv.pack` writes it."""
 
     tensor_data_names = ["words", "scales", "offsets"]
-    tensor_attribute_names = ["shape", "dtype", "group_size"]
+    tensor_attribute_names = ["shape", "dtype"]
 
-    def __new__(cls, words, scales, offsets, shape, dtype, group_size):
+    def __new__(cls, words, scales, offsets, shape, dtype):
         return torch.Tensor._make_wrapper_subclass(cls, shape, device=words.device, dtype=dtype, requires_grad=False)
 
-    def __init__(self, words, scales, offsets, shape, dtype, group_size):
-        self.words, self.scales, self.offsets, self.group_size = words, scales, offsets, group_size
+    def __init__(self, words, scales, offsets, shape, dtype):
+        self.words, self.scales, self.offsets = words, scales, offsets
 
     @classmethod
-    def from_float(cls, weight: torch.Tensor, group_size: int = int4_gemv.GROUP) -> Int4GemvTensor:
-        return cls(*int4_gemv.pack(weight, group_size), weight.shape, weight.dtype, group_size)
+    def from_float(cls, weight: torch.Tensor) -> Int4GemvTensor:
+        return cls(*int4_gemv.pack(weight), weight.shape, weight.dtype)
 
     def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:
-        weights = int4_gemv.dequantize(self.words, self.scales, self.offsets, self.group_size)
-        return weights.to(dtype or self.dtype)
+        return int4_gemv.dequantize(self.words, self.scales, self.offsets).to(dtype or self.dtype)
 
 
 implements = Int4GemvTensor.implements
@@ -68,12 +68,12 @@ def _slice(func, types, args, kwargs):
     rows = slice(start, end)
     words = weight.words[rows]
     return Int4GemvTensor(words, weight.scales[rows], weight.offsets[rows], (words.shape[0], weight.shape[1]),
-                          weight.dtype, weight.group_size)
+                          weight.dtype)
 
 
 @dataclass
 class Int4GemvConfig(AOBaseConfig):
-    group_size: int = int4_gemv.GROUP
+    """Groups of int4_gemv.GROUP (128) input columns: the kernel's block shapes are built on it."""
 
 
 @register_quantize_module_handler(Int4GemvConfig)
@@ -81,8 +81,7 @@ def _quantize_linear(module: torch.nn.Module, config: Int4GemvConfig, *, paramet
     """A weight whose in_features are no multiple of the group keeps its floats; the record's count of
     quantized linear weights ("25 of 29") shows which did."""
     weight = getattr(module, parameter_name)
-    if weight.shape[-1] % config.group_size:
+    if weight.shape[-1] % int4_gemv.GROUP:
         return module
-    setattr(module, parameter_name,
-            torch.nn.Parameter(Int4GemvTensor.from_float(weight, config.group_size), requires_grad=False))
+    setattr(module, parameter_name, torch.nn.Parameter(Int4GemvTensor.from_float(weight), requires_grad=False))
     return module

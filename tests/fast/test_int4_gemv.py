@@ -41,7 +41,8 @@ def test_in_features_off_the_group_are_refused_with_the_reason():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("rows, cols, config", [(40, 256, (16, 256, 4)), (1000, 2048, (32, 512, 8)),
-                                                (6144, 4096, (8, 1024, 4)), (300, 3584, (16, 1024, 4)), (300, 3584, None)])
+                                                (6144, 4096, (8, 1024, 4)), (300, 3584, (16, 1024, 4)), (7, 128, (8, 512, 4)),
+                                                (300, 3584, None)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_the_kernel_multiplies_the_packed_weights(rows, cols, config, dtype):
     """Against the same int4 weights dequantized in float32: only the output's rounding differs, with blocks
@@ -56,10 +57,12 @@ def test_the_kernel_multiplies_the_packed_weights(rows, cols, config, dtype):
     assert (out.float() - reference).abs().max() <= tolerance * reference.abs().max()
 
 
-def test_a_block_off_the_group_is_refused_before_any_kernel_compiles():
-    with pytest.raises(ValueError, match="not a multiple of the group"):
-        int4_gemv.gemv(torch.zeros(1, 256), *int4_gemv.pack(torch.zeros(4, 256)), (16, 64, 4))
-    assert all(block_k % int4_gemv.GROUP == 0 for _, block_k, _ in int4_gemv.CONFIGS)
+@pytest.mark.parametrize("cols, config, reason", [(256, (16, 64, 4), "a multiple of the group"),
+                                                 (512, (16, 384, 4), "powers of two"),
+                                                 (128, None, "x has 128 values for a weight of 256 in_features")])
+def test_shapes_the_kernel_cannot_take_are_refused_before_any_kernel_compiles(cols, config, reason):
+    with pytest.raises(ValueError, match=reason):
+        int4_gemv.gemv(torch.zeros(1, cols), *int4_gemv.pack(torch.zeros(4, max(cols, 256))), config)
 
 
 def test_the_setting_quantizes_the_fused_projections_and_the_head_and_decodes_what_the_dequantized_model_does():
@@ -81,18 +84,32 @@ def test_the_setting_quantizes_the_fused_projections_and_the_head_and_decodes_wh
     assert quantization.tensor_bytes(fused) == sum(quantization.tensor_bytes(getattr(layer.self_attn, f"{p}_proj").weight)
                                                    for p in "qkv")
 
+    calls = []
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return real(*args)
+
+    real = int4_gemv.mv
     floats = ModelCache().get("tiny-random-llama", "cpu", "fp32", "sdpa")[0].model
     with torch.no_grad():
         for name, module in model.named_modules():
             if isinstance(getattr(module, "weight", None), Int4GemvTensor):
                 floats.get_submodule(name).weight = torch.nn.Parameter(module.weight.dequantize())
-        for ids in ([[5]], [[5, 6, 7, 8]]):
+        for ids, through_op in (([[5]], True), ([[5, 6, 7, 8]], False)):
+            calls.clear()
             ids = torch.tensor(ids)
-            assert torch.allclose(model(ids).logits, floats(ids).logits, atol=1e-4, rtol=1e-4)
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(int4_gemv, "mv", counted)
+                logits = model(ids).logits
+            assert bool(calls) == through_op
+            assert torch.allclose(logits, floats(ids).logits, atol=1e-4, rtol=1e-4)
 
 
 def test_only_decode_must_show_the_int4_kernel():
-    from playground.kernels import PhaseKernels, quant_fallback
+    from playground.kernels import PhaseKernels, matmul_families, quant_fallback
+
+    assert matmul_families(["int4_gemv::mv", "int4_gemv"])[1] == ["int4-mm"]  # the op and its Triton kernel
 
     gemv = PhaseKernels(matmuls=["int4_gemv::mv"], quant_families=["int4-mm"])
     dequantized = PhaseKernels(matmuls=["aten::mm"], quant_families=[])
@@ -111,3 +128,18 @@ def test_a_compiled_fast_step_runs_the_gemv_in_decode():
     assert record.status == "ok", record.reason
     assert record.quant_effective == "int4-gemv" and record.fallback is None, record.fallback
     assert any("int4_gemv" in name for name in record.matmul_kernels["decode"]), record.matmul_kernels
+
+
+def test_a_head_the_format_leaves_in_float_stays_tied():
+    """A hidden size off the group keeps the head's floats, so a copy would only add memory: the tie stays."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from playground import quantization
+
+    config = LlamaConfig(hidden_size=192, intermediate_size=256, num_hidden_layers=1, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=512, tie_word_embeddings=True)
+    model = LlamaForCausalLM(config)
+    quantization.quantize(model, "int4-gemv")
+    assert model.lm_head.weight is model.model.embed_tokens.weight and model.config.tie_word_embeddings
+    assert model.all_tied_weights_keys == {"lm_head.weight": "model.embed_tokens.weight"}
+    assert quantization.is_quantized(model.model.layers[0].mlp.down_proj.weight)  # its 256 inputs fit the group
