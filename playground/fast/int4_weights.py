@@ -11,6 +11,7 @@ only, so a batch's decode, which dequantizes too, is flagged as a fallback and a
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
@@ -38,6 +39,14 @@ class Int4GemvTensor(TorchAOBaseTensor):
     @classmethod
     def from_float(cls, weight: torch.Tensor) -> Int4GemvTensor:
         return cls(*int4_gemv.pack(weight), weight.shape, weight.dtype)
+
+    def _stable_hash_for_caching(self) -> str:
+        """What a compile cache keys this weight by, as torch asks of tensor subclasses: its metadata, the same
+        in every process (the default walk pickles the inner tensors' metadata, which fails once a compiled
+        prompt step makes their widths symbolic, and then that step is never cached)."""
+        parts = [type(self).__name__, str(self.dtype), str(tuple(self.shape))]
+        parts += [f"{t.dtype}{tuple(t.shape)}" for t in (self.words, self.scales, self.offsets)]
+        return hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
 
     def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         return int4_gemv.dequantize(self.words, self.scales, self.offsets).to(dtype or self.dtype)

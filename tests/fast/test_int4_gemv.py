@@ -143,3 +143,13 @@ def test_a_head_the_format_leaves_in_float_stays_tied():
     assert model.lm_head.weight is model.model.embed_tokens.weight and model.config.tie_word_embeddings
     assert model.all_tied_weights_keys == {"lm_head.weight": "model.embed_tokens.weight"}
     assert quantization.is_quantized(model.model.layers[0].mlp.down_proj.weight)  # its 256 inputs fit the group
+
+
+def test_a_compile_cache_keys_the_weight_by_its_metadata_alone():
+    """torch's default key for a subclass pickles its inner tensors' metadata, which fails once a compiled prompt
+    step makes their widths symbolic (that step was then never cached): the key is the metadata, as a string."""
+    from playground.fast.int4_weights import Int4GemvTensor
+
+    a, b = (Int4GemvTensor.from_float(torch.randn(8, 256)) for _ in range(2))
+    wider = Int4GemvTensor.from_float(torch.randn(8, 384))
+    assert a._stable_hash_for_caching() == b._stable_hash_for_caching() != wider._stable_hash_for_caching()
