@@ -31,10 +31,9 @@ def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     A group whose values are all equal (an all-zero padding row) gets q = 0 and its value (in fp16)
     as the offset, never a zero scale dividing."""
     rows, cols = weight.shape
-    group = GROUP
-    if cols % group:
-        raise ValueError(f"int4 packing needs in_features divisible by the group ({group}); got {cols}")
-    w = weight.float().reshape(rows, cols // group, group)
+    if cols % GROUP:
+        raise ValueError(f"int4 packing needs in_features divisible by the group ({GROUP}); got {cols}")
+    w = weight.float().reshape(rows, cols // GROUP, GROUP)
     low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
     scale = ((high - low) / 15).half().float()  # the stored values, so rounding matches what the kernel reads
     offset = low.half().float()
@@ -49,8 +48,7 @@ def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
 def dequantize(words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """The float32 (N, K) weights `pack` stored: the reference the kernel is checked against."""
     rows = words.shape[0]
-    q = torch.stack([(words >> (4 * j)) & 0xF for j in range(8)], dim=-1).reshape(rows, -1).float()
-    q = q.reshape(rows, -1, GROUP)
+    q = torch.stack([(words >> (4 * j)) & 0xF for j in range(8)], dim=-1).reshape(rows, -1, GROUP).float()
     return (q * scales.float()[..., None] + offsets.float()[..., None]).reshape(rows, -1)
 
 
@@ -123,12 +121,11 @@ def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: to
     x = x.reshape(-1).contiguous()
     out = torch.empty(1, rows, device=x.device, dtype=x.dtype)
     if config is None:
-        tuned[lambda meta: (triton_cdiv(rows, meta["BLOCK_N"]),)](x, words, scales, offsets, out, rows, K=cols,
-                                                                  GROUP=group)
+        tuned[lambda meta: (-(-rows // meta["BLOCK_N"]),)](x, words, scales, offsets, out, rows, K=cols, GROUP=group)
     else:
         block_n, block_k, warps = config
-        plain[(triton_cdiv(rows, block_n),)](x, words, scales, offsets, out, rows, K=cols, GROUP=group,
-                                             BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
+        plain[(-(-rows // block_n),)](x, words, scales, offsets, out, rows, K=cols, GROUP=group,
+                                      BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
     return out
 
 
@@ -140,10 +137,6 @@ def tuned_config(rows: int, cols: int) -> tuple[int, int, int] | None:
         if tuple(key[:2]) == (rows, cols):
             return config.kwargs["BLOCK_N"], config.kwargs["BLOCK_K"], config.num_warps
     return None
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
 
 
 @torch.library.custom_op("int4_gemv::mv", mutates_args=())
