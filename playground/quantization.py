@@ -57,8 +57,8 @@ class Quantization:
 # kernel passes about 2 TB/s. torchao's options keep inductor's global settings as the fast backend set them.
 # int4 through gemlite takes fp16 only: with bf16 activations its Triton GEMV failed to compile on the H200
 # ("Both operands must be same dtype. Got bf16 and fp16": HQQ's fp16 scales dequantize the weights to fp16).
-# int4-gemv is the playground's own batch-1 kernel (playground/fast/int4_gemv.py, which says why one was written);
-# a prompt's rows dequantize for a tensor-core matmul, so only decode proves it.
+# int4-gemv and int8-gemv are the playground's own batch-1 kernel (playground/fast/gemv.py, which says why one was
+# written); a prompt's rows dequantize for a tensor-core matmul, so only decode proves it.
 REGISTRY: dict[str, Quantization] = {q.name: q for q in (
     Quantization("none", "none (the dtype's weights)", None),
     Quantization("int8", "int8 weight-only (torchao)", 8, "Int8WeightOnlyConfig", packages=(TORCHAO,),
@@ -72,8 +72,11 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
                  (("bit_width", 8), ("group_size", None), ("set_inductor_config", False)), GEMLITE_CONFIG,
                  devices=("cuda",), dtypes=("fp16", "bf16"), packages=(TORCHAO, GEMLITE),
                  families=frozenset({"gemlite-mm"})),
-    Quantization("int4-gemv", "int4 weight-only, group 128 (the playground's GEMV)", 4,
-                 "Int4GemvConfig", module="playground.fast.int4_weights", devices=("cuda",), packages=(TORCHAO, TRITON),
+    Quantization("int8-gemv", "int8 weight-only, group 128 (the playground's GEMV)", 8, "GemvConfig",
+                 (("bits", 8),), module="playground.fast.gemv_weights", devices=("cuda",), packages=(TORCHAO, TRITON),
+                 families=frozenset({"int8-mm"}), phases=("decode",)),
+    Quantization("int4-gemv", "int4 weight-only, group 128 (the playground's GEMV)", 4, "GemvConfig",
+                 (("bits", 4),), module="playground.fast.gemv_weights", devices=("cuda",), packages=(TORCHAO, TRITON),
                  families=frozenset({"int4-mm"}), phases=("decode",)),
     Quantization("int4-gemlite", "int4 weight-only, group 128 (torchao, HQQ, gemlite kernels)", 4,
                  "UIntxWeightOnlyConfig", (("bit_width", 4), ("group_size", 128), ("set_inductor_config", False)),

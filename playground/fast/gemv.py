@@ -1,21 +1,22 @@
-"""A batch-1 int4 matrix-vector product that builds its floats from the weight's bits.
+"""A batch-1 int4 or int8 matrix-vector product that builds its floats from the weight's bits.
 
 Why a kernel of our own: at batch 1 every int4 kernel measured on the H200 (gemlite's, torch's
 tinygemm, mslk's CUTLASS ones) read its bytes at 2 TB/s or less, under half of what a bf16
-reduction reaches (results/h200/2026-12-06-int4-kernels-and-tied-head/). Streaming int4 at
-4 TB/s means turning 8e12 nibbles a second into floats, and a conversion instruction (int to
-float) runs at a fraction of the rate of float arithmetic on Hopper. Here a nibble q becomes a
-float without one: OR-ing it into the mantissa of 2**23 gives the float 2**23 + q exactly, and one
-subtraction leaves q: a shift, a mask, an OR and a subtraction per weight before its multiply-add, and
-the group's scale and offset applied once per group, to the group's partial sum.
+reduction reaches (results/h200/2026-12-06-int4-kernels-and-tied-head/), and torchao's int8 matmul
+left a compiled 8B step slower than bf16. Streaming int4 at 4 TB/s means turning 8e12 nibbles a
+second into floats, and a conversion instruction (int to float) runs at a fraction of the rate of
+float arithmetic on Hopper. Here a stored value q becomes a float without one: OR-ing it into the
+mantissa of 2**23 gives the float 2**23 + q exactly, and one subtraction leaves q: a shift, a mask,
+an OR and a subtraction per weight before its multiply-add, and the group's scale and offset applied
+once per group, to the group's partial sum.
 
-Layout (`pack`): asymmetric min/max quantization in groups of 128 along the input dimension, eight
-nibbles per int32 word in input order (nibble j of word i is column 8i + j), scales and offsets in
-fp16, one per (row, group): w ~= q * scale + offset.
+Layout (`pack`): asymmetric min/max quantization in groups of 128 along the input dimension, 32 / bits
+values per int32 word in input order (value j of word i is column (32 / bits) * i + j), scales and
+offsets in fp16, one per (row, group): w ~= q * scale + offset.
 
-The `int4-gemv` setting (int4_weights.py) calls it through one custom op; `benchmarks/int4_gemv.py`
-times it against bf16. `pack` and `dequantize` are plain torch and run anywhere; the kernel needs Triton
-and a GPU, and its block shape is autotuned on the first call of each matrix shape.
+The `int4-gemv` and `int8-gemv` settings (gemv_weights.py) call it through one custom op;
+`benchmarks/gemv.py` times it against bf16. `pack` and `dequantize` are plain torch and run anywhere;
+the kernel needs Triton and a GPU, and its block shape is autotuned on the first call of each matrix shape.
 """
 
 from __future__ import annotations
@@ -23,32 +24,42 @@ from __future__ import annotations
 import torch
 
 GROUP = 128
+BITS = (4, 8)
 
 
-def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """weight (N, K) -> words (N, K / 8) int32, scales and offsets (N, K / GROUP) fp16.
+def pack(weight: torch.Tensor, bits: int = 4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """weight (N, K) -> words (N, K * bits / 32) int32, scales and offsets (N, K / GROUP) fp16.
 
     A group whose values are all equal (an all-zero padding row) gets q = 0 and its value (in fp16)
     as the offset, never a zero scale dividing."""
     rows, cols = weight.shape
+    if bits not in BITS:
+        raise ValueError(f"the GEMV packs {' or '.join(map(str, BITS))} bits a weight, not {bits}")
     if cols % GROUP:
-        raise ValueError(f"int4 packing needs in_features divisible by the group ({GROUP}); got {cols}")
+        raise ValueError(f"int{bits} packing needs in_features divisible by the group ({GROUP}); got {cols}")
+    top, per_word = 2 ** bits - 1, 32 // bits
     w = weight.float().reshape(rows, cols // GROUP, GROUP)
     low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
-    scale = ((high - low) / 15).half().float()  # the stored values, so rounding matches what the kernel reads
+    scale = ((high - low) / top).half().float()  # the stored values, so rounding matches what the kernel reads
     offset = low.half().float()
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-    q = ((w - offset) / safe).round().clamp(0, 15).to(torch.int32).reshape(rows, cols // 8, 8)
+    q = ((w - offset) / safe).round().clamp(0, top).to(torch.int32).reshape(rows, cols // per_word, per_word)
     words = q[..., 0].clone()
-    for j in range(1, 8):
-        words |= q[..., j] << (4 * j)
+    for j in range(1, per_word):
+        words |= q[..., j] << (bits * j)
     return words.contiguous(), scale.squeeze(-1).half().contiguous(), offset.squeeze(-1).half().contiguous()
+
+
+def bits_of(words: torch.Tensor, scales: torch.Tensor) -> int:
+    """The bits a weight `pack` wrote: its in_features are its groups' columns, its words hold them all."""
+    return words.shape[1] * 32 // (scales.shape[1] * GROUP)
 
 
 def dequantize(words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """The float32 (N, K) weights `pack` stored: the reference the kernel is checked against."""
-    rows = words.shape[0]
-    q = torch.stack([(words >> (4 * j)) & 0xF for j in range(8)], dim=-1).reshape(rows, -1, GROUP).float()
+    rows, bits = words.shape[0], bits_of(words, scales)
+    q = torch.stack([(words >> (bits * j)) & (2 ** bits - 1) for j in range(32 // bits)], dim=-1)
+    q = q.reshape(rows, -1, GROUP).float()
     return (q * scales.float()[..., None] + offsets.float()[..., None]).reshape(rows, -1)
 
 
@@ -63,25 +74,27 @@ CONFIGS = [(n, k, w) for n in (4, 8, 16, 32) for k in (256, 512, 1024) for w in 
            if 16 <= n * k // (32 * w) <= 128]
 
 
-def _kernels():
-    """(the kernel taking its block shape as arguments, the same kernel autotuned over CONFIGS)."""
+def _kernels() -> dict[int, tuple]:
+    """bits -> (the kernel taking its block shape as arguments, the same kernel autotuned over CONFIGS). One
+    kernel per width, each named for it, so the profiler's kernel proof tells int4 from int8."""
     import triton
     import triton.language as tl
 
     @triton.jit
-    def int4_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K: tl.constexpr, GROUP: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    def packed_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K: tl.constexpr, GROUP: tl.constexpr,
+                    BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         live = rows < N
         groups_per_row: tl.constexpr = K // GROUP
         groups: tl.constexpr = BLOCK_K // GROUP
-        shifts = tl.arange(0, 8) * 4
+        per_word: tl.constexpr = 32 // BITS
+        shifts = tl.arange(0, per_word) * BITS
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
-            word = k0 // 8 + tl.arange(0, BLOCK_K // 8)
-            w = tl.load(w_ptr + rows[:, None] * (K // 8) + word[None, :], mask=live[:, None] & (word < K // 8)[None, :],
-                        other=0)
-            bits = ((w[:, :, None] >> shifts[None, None, :]) & 0xF) | 0x4B000000
+            word = k0 // per_word + tl.arange(0, BLOCK_K // per_word)
+            w = tl.load(w_ptr + rows[:, None] * (K // per_word) + word[None, :],
+                        mask=live[:, None] & (word < K // per_word)[None, :], other=0)
+            bits = ((w[:, :, None] >> shifts[None, None, :]) & ((1 << BITS) - 1)) | 0x4B000000
             q = tl.reshape(bits.to(tl.float32, bitcast=True) - 8388608.0, [BLOCK_N, BLOCK_K])
             col = k0 + tl.arange(0, BLOCK_K)
             x = tl.load(x_ptr + col, mask=col < K, other=0.0).to(tl.float32)
@@ -95,11 +108,22 @@ def _kernels():
             acc += tl.sum(scale * partial + offset * x_sums[None, :], axis=1)
         tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=live)
 
+    @triton.jit
+    def int4_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K: tl.constexpr, GROUP: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        packed_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K, GROUP, 4, BLOCK_N, BLOCK_K)
+
+    @triton.jit
+    def int8_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K: tl.constexpr, GROUP: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        packed_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K, GROUP, 8, BLOCK_N, BLOCK_K)
+
     configs = [triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w) for n, k, w in CONFIGS]
-    return int4_gemv, triton.autotune(configs, key=["N", "K"])(int4_gemv)
+    return {bits: (kernel, triton.autotune(configs, key=["N", "K"])(kernel))
+            for bits, kernel in ((4, int4_gemv), (8, int8_gemv))}
 
 
-_KERNELS = None
+_KERNELS: dict[int, tuple] | None = None
 
 
 def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
@@ -108,7 +132,7 @@ def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: to
     program, columns per step, warps; powers of two, the columns a multiple of the group) fixes the block
     shape; None lets the autotuner choose it."""
     global _KERNELS
-    rows, cols, group = words.shape[0], words.shape[1] * 8, GROUP
+    rows, cols, group = words.shape[0], scales.shape[1] * GROUP, GROUP
     if x.numel() != cols:
         raise ValueError(f"x has {x.numel()} values for a weight of {cols} in_features")
     if config is not None and (config[1] % group or any(v & (v - 1) for v in config)):
@@ -117,7 +141,7 @@ def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: to
         raise ValueError("the packed weight's words, scales and offsets must be contiguous")
     if _KERNELS is None:
         _KERNELS = _kernels()
-    plain, tuned = _KERNELS
+    plain, tuned = _KERNELS[bits_of(words, scales)]
     x = x.reshape(-1).contiguous()
     out = torch.empty(1, rows, device=x.device, dtype=x.dtype)
     if config is None:
@@ -129,17 +153,17 @@ def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: to
     return out
 
 
-def tuned_config(rows: int, cols: int) -> tuple[int, int, int] | None:
-    """The block shape the autotuner chose for (rows, cols), once a call of that shape has run."""
+def tuned_config(rows: int, cols: int, bits: int = 4) -> tuple[int, int, int] | None:
+    """The block shape the autotuner chose for (rows, cols, bits), once a call of that shape has run."""
     if _KERNELS is None:
         return None
-    for key, config in _KERNELS[1].cache.items():
+    for key, config in _KERNELS[bits][1].cache.items():
         if tuple(key[:2]) == (rows, cols):
             return config.kwargs["BLOCK_N"], config.kwargs["BLOCK_K"], config.num_warps
     return None
 
 
-@torch.library.custom_op("int4_gemv::mv", mutates_args=())
+@torch.library.custom_op("packed_gemv::mv", mutates_args=())
 def mv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """One opaque op for torch.compile: a compiled step calls the kernel (autotuned) as it is."""
     return gemv(x, words, scales, offsets)

@@ -1,4 +1,4 @@
-"""int4 weights for the playground's own GEMV (int4_gemv.py), as a torchao config and tensor subclass.
+"""int4 and int8 weights for the playground's own GEMV (gemv.py), as a torchao config and tensor subclass.
 
 Built on torchao's workflow API (a config, its module handler, a `TorchAOBaseTensor`), so `quantize_`
 applies it and the registry, the fused projections (a row slice per part) and the byte counts (the
@@ -19,13 +19,13 @@ from torchao.core.config import AOBaseConfig
 from torchao.quantization.transform_module import register_quantize_module_handler
 from torchao.utils import TorchAOBaseTensor, fill_defaults
 
-from playground.fast import int4_gemv
+from playground.fast import gemv
 
 aten = torch.ops.aten
 
 
-class Int4GemvTensor(TorchAOBaseTensor):
-    """An (out_features, in_features) weight stored as `int4_gemv.pack` writes it."""
+class GemvTensor(TorchAOBaseTensor):
+    """An (out_features, in_features) weight stored as `gemv.pack` writes it."""
 
     tensor_data_names = ["words", "scales", "offsets"]
     tensor_attribute_names = ["shape", "dtype"]
@@ -37,8 +37,8 @@ class Int4GemvTensor(TorchAOBaseTensor):
         self.words, self.scales, self.offsets = words, scales, offsets
 
     @classmethod
-    def from_float(cls, weight: torch.Tensor) -> Int4GemvTensor:
-        return cls(*int4_gemv.pack(weight), weight.shape, weight.dtype)
+    def from_float(cls, weight: torch.Tensor, bits: int) -> GemvTensor:
+        return cls(*gemv.pack(weight, bits), weight.shape, weight.dtype)
 
     def _stable_hash_for_caching(self) -> str:
         """What a compile cache keys this weight by, as torch asks of tensor subclasses: its metadata, the same
@@ -49,11 +49,11 @@ class Int4GemvTensor(TorchAOBaseTensor):
         return hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
 
     def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:
-        return int4_gemv.dequantize(self.words, self.scales, self.offsets).to(dtype or self.dtype)
+        return gemv.dequantize(self.words, self.scales, self.offsets).to(dtype or self.dtype)
 
 
-implements = Int4GemvTensor.implements
-implements_torch_function = Int4GemvTensor.implements_torch_function
+implements = GemvTensor.implements
+implements_torch_function = GemvTensor.implements_torch_function
 
 
 @implements(aten.linear.default)
@@ -61,7 +61,7 @@ implements_torch_function = Int4GemvTensor.implements_torch_function
 def _linear(func, types, args, kwargs):
     x, weight, bias = fill_defaults(args, 3, [None])
     if x.numel() == x.shape[-1]:  # one row: decode at batch 1
-        out = int4_gemv.mv(x.reshape(1, -1), weight.words, weight.scales, weight.offsets)
+        out = gemv.mv(x.reshape(1, -1), weight.words, weight.scales, weight.offsets)
         out = out.reshape(*x.shape[:-1], weight.shape[0])
     else:
         out = torch.nn.functional.linear(x, weight.dequantize(x.dtype))
@@ -73,24 +73,27 @@ def _slice(func, types, args, kwargs):
     """Rows only, as the fused projections' parts are taken (playground.fast.fuse)."""
     weight, dim, start, end, step = fill_defaults(args, 5, [0, None, None, 1])
     if dim != 0 or step != 1:
-        raise NotImplementedError(f"Int4GemvTensor slices rows only (dim 0, step 1), not dim={dim} step={step}")
+        raise NotImplementedError(f"GemvTensor slices rows only (dim 0, step 1), not dim={dim} step={step}")
     rows = slice(start, end)
     words = weight.words[rows]
-    return Int4GemvTensor(words, weight.scales[rows], weight.offsets[rows], (words.shape[0], weight.shape[1]),
+    return GemvTensor(words, weight.scales[rows], weight.offsets[rows], (words.shape[0], weight.shape[1]),
                           weight.dtype)
 
 
 @dataclass
-class Int4GemvConfig(AOBaseConfig):
-    """Groups of int4_gemv.GROUP (128) input columns: the kernel's block shapes are built on it."""
+class GemvConfig(AOBaseConfig):
+    """`bits` (gemv.BITS) a weight in groups of gemv.GROUP (128) input columns: the kernel's block shapes
+    are built on the group."""
+
+    bits: int = 4
 
 
-@register_quantize_module_handler(Int4GemvConfig)
-def _quantize_linear(module: torch.nn.Module, config: Int4GemvConfig, *, parameter_name: str = "weight"):
+@register_quantize_module_handler(GemvConfig)
+def _quantize_linear(module: torch.nn.Module, config: GemvConfig, *, parameter_name: str = "weight"):
     """A weight whose in_features are no multiple of the group keeps its floats; the record's count of
     quantized linear weights ("25 of 29") shows which did."""
     weight = getattr(module, parameter_name)
-    if weight.shape[-1] % int4_gemv.GROUP:
+    if weight.shape[-1] % gemv.GROUP:
         return module
-    setattr(module, parameter_name, torch.nn.Parameter(Int4GemvTensor.from_float(weight), requires_grad=False))
+    setattr(module, parameter_name, torch.nn.Parameter(GemvTensor.from_float(weight, config.bits), requires_grad=False))
     return module
