@@ -16,10 +16,13 @@ offsets in fp16, one per (row, group): w ~= q * scale + offset.
 
 The `int4-gemv` and `int8-gemv` settings (gemv_weights.py) call it through one custom op;
 `benchmarks/gemv.py` times it against bf16. `pack` and `dequantize` are plain torch and run anywhere;
-the kernel needs Triton and a GPU, and its block shape is autotuned on the first call of each matrix shape.
+the kernels (gemv_kernel.py) need Triton and a GPU, and their block shape is autotuned on the first call
+of each matrix shape (and kept on disk for the next process).
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 
@@ -74,64 +77,11 @@ CONFIGS = [(n, k, w) for n in (4, 8, 16, 32) for k in (256, 512, 1024) for w in 
            if 16 <= n * k // (32 * w) <= 128]
 
 
-def _kernels() -> dict[int, tuple]:
-    """bits -> (the kernel taking its block shape as arguments, the same kernel autotuned over CONFIGS). One
-    kernel per width, each named for it, so the profiler's kernel proof tells int4 from int8."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def packed_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K: tl.constexpr, GROUP: tl.constexpr,
-                    BITS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-        live = rows < N
-        groups_per_row: tl.constexpr = K // GROUP
-        groups: tl.constexpr = BLOCK_K // GROUP
-        per_word: tl.constexpr = 32 // BITS
-        shifts = tl.arange(0, per_word) * BITS
-        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            word = k0 // per_word + tl.arange(0, BLOCK_K // per_word)
-            w = tl.load(w_ptr + rows[:, None] * (K // per_word) + word[None, :],
-                        mask=live[:, None] & (word < K // per_word)[None, :], other=0)
-            bits = ((w[:, :, None] >> shifts[None, None, :]) & ((1 << BITS) - 1)) | 0x4B000000
-            q = tl.reshape(bits.to(tl.float32, bitcast=True) - 8388608.0, [BLOCK_N, BLOCK_K])
-            col = k0 + tl.arange(0, BLOCK_K)
-            x = tl.load(x_ptr + col, mask=col < K, other=0.0).to(tl.float32)
-            partial = tl.sum(tl.reshape(q * x[None, :], [BLOCK_N, groups, GROUP]), axis=2)
-            x_sums = tl.sum(tl.reshape(x, [groups, GROUP]), axis=1)
-            group = k0 // GROUP + tl.arange(0, groups)
-            meta = rows[:, None] * groups_per_row + group[None, :]
-            in_row = live[:, None] & (group < groups_per_row)[None, :]
-            scale = tl.load(s_ptr + meta, mask=in_row, other=0.0).to(tl.float32)
-            offset = tl.load(o_ptr + meta, mask=in_row, other=0.0).to(tl.float32)
-            acc += tl.sum(scale * partial + offset * x_sums[None, :], axis=1)
-        tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=live)
-
-    @triton.jit
-    def int4_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K: tl.constexpr, GROUP: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        packed_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K, GROUP, 4, BLOCK_N, BLOCK_K)
-
-    @triton.jit
-    def int8_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K: tl.constexpr, GROUP: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        packed_gemv(x_ptr, w_ptr, s_ptr, o_ptr, y_ptr, N, K, GROUP, 8, BLOCK_N, BLOCK_K)
-
-    configs = [triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w) for n, k, w in CONFIGS]
-    return {bits: (kernel, triton.autotune(configs, key=["N", "K"])(kernel))
-            for bits, kernel in ((4, int4_gemv), (8, int8_gemv))}
-
-
-_KERNELS: dict[int, tuple] | None = None
-
-
 def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
          config: tuple[int, int, int] | None = None) -> torch.Tensor:
     """x (K,) or (1, K), any float dtype -> (1, N) in x's dtype: x @ dequantize(...).T. `config` (rows per
     program, columns per step, warps; powers of two, the columns a multiple of the group) fixes the block
     shape; None lets the autotuner choose it."""
-    global _KERNELS
     rows, cols, group = words.shape[0], scales.shape[1] * GROUP, GROUP
     if x.numel() != cols:
         raise ValueError(f"x has {x.numel()} values for a weight of {cols} in_features")
@@ -139,9 +89,9 @@ def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: to
         raise ValueError(f"block {config} needs powers of two, its columns a multiple of the group ({group})")
     if not (words.is_contiguous() and scales.is_contiguous() and offsets.is_contiguous()):
         raise ValueError("the packed weight's words, scales and offsets must be contiguous")
-    if _KERNELS is None:
-        _KERNELS = _kernels()
-    plain, tuned = _KERNELS[bits_of(words, scales)]
+    from playground.fast.gemv_kernel import KERNELS
+
+    plain, tuned = KERNELS[bits_of(words, scales)]
     x = x.reshape(-1).contiguous()
     out = torch.empty(1, rows, device=x.device, dtype=x.dtype)
     if config is None:
@@ -155,9 +105,10 @@ def gemv(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, offsets: to
 
 def tuned_config(rows: int, cols: int, bits: int = 4) -> tuple[int, int, int] | None:
     """The block shape the autotuner chose for (rows, cols, bits), once a call of that shape has run."""
-    if _KERNELS is None:
+    kernels = sys.modules.get("playground.fast.gemv_kernel")
+    if kernels is None:
         return None
-    for key, config in _KERNELS[bits][1].cache.items():
+    for key, config in kernels.KERNELS[bits][1].cache.items():
         if tuple(key[:2]) == (rows, cols):
             return config.kwargs["BLOCK_N"], config.kwargs["BLOCK_K"], config.num_warps
     return None
