@@ -2,7 +2,7 @@
 # The H200 measurements behind results/h200/ and the README's "Measured on an NVIDIA H200".
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
-#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | gemv | step-overhead | spec-fast
+#          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | step-overhead | spec-fast
 #          | spec-trained
 #          | batch-8b | batch-8b-padded | warm | warm-1b | spread-1b | cold-twice-1b
 #          | precompile-8b | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
@@ -97,16 +97,6 @@ step-overhead)  # what a compiled step's call costs the host, plain and with gem
   # graphs, replayed by torch's CUDA graphs (Dynamo's guards before each replay), and captured by the fast backend
   python3 -m benchmarks.step_overhead --model llama-3.2-1b-shape --dtype bf16 --quant int8-gemlite,none \
         2>&1 | tee "$out/step_overhead_1b.txt" ;;
-gemv)  # the hand-written int4 and int8 GEMV against bf16 on each projection of both shapes (block shapes
-  # autotuned), then the 8B and 1B steps with their weights against bf16 in one run each (GEMV_QUANT picks the settings)
-  for model in llama-3.1-8b-shape llama-3.2-1b-shape; do
-    python3 -m benchmarks.gemv --model $model 2>&1 | tee "$out/gemv_${model%-shape}.txt"
-  done
-  for model in llama-3.1-8b-shape llama-3.2-1b-shape; do
-    python3 -m benchmarks.quantization --model $model --quant "${GEMV_QUANT:-int4-gemv,int8-gemv}" --dtype bf16 \
-          --backend fast --compile reduce-overhead --attn flash_attention_2 --prompt-tokens 512 --new-tokens 256 \
-          --repeats 3 --output "$out/quant_${model%-shape}_gemv.json" 2>&1 | tee "$out/quant_${model%-shape}_gemv.txt"
-  done ;;
 quant-matmul)  # each weight format's batch-1 projection alone
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape \
         2>&1 | tee "$out/quant_matmul_8b.txt" ;;

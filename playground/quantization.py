@@ -23,7 +23,6 @@ TORCHAO = Package("torchao", "torchao", "pip install torchao==0.18.0")
 GEMLITE = Package("gemlite", "gemlite", "pip install gemlite==0.5.1.post1", fits=("0.5.",),
                   misfit="torchao 0.18's gemlite layout takes gemlite 0.5 (0.6 packs a layer into four tensors, "
                          "torchao unpacks three)")
-TRITON = Package("triton", "triton", "pip install triton (torch's CUDA builds bring it)")
 GEMLITE_CONFIG = "torchao.prototype.quantization.quant_api"  # where torchao 0.18 keeps UIntxWeightOnlyConfig
 BACKENDS = ("transformers", "fast")  # every generation backend: the fast one quantizes its fused projections too
 
@@ -42,7 +41,6 @@ class Quantization:
     packages: tuple[Package, ...] = ()
     families: frozenset[str] = frozenset()  # kernel families (playground.kernels.QUANT_PATTERNS) proving it ran
     backends: tuple[str, ...] = BACKENDS  # the generation backends (playground.backends) that take it
-    phases: tuple[str, ...] = ("prefill", "decode")  # where the kernel proof expects a quantized matmul
     tied_head: bool = True  # an output head tied to the input embeddings gets a quantized copy of its own
 
 
@@ -57,8 +55,8 @@ class Quantization:
 # kernel passes about 2 TB/s. torchao's options keep inductor's global settings as the fast backend set them.
 # int4 through gemlite takes fp16 only: with bf16 activations its Triton GEMV failed to compile on the H200
 # ("Both operands must be same dtype. Got bf16 and fp16": HQQ's fp16 scales dequantize the weights to fp16).
-# int4-gemv and int8-gemv are the playground's own batch-1 kernel (playground/fast/gemv.py, which says why one was
-# written); a prompt's rows dequantize for a tensor-core matmul, so only decode proves it.
+# A hand-written Triton GEMV (int4 and int8 from the weight's bits, no int-to-float conversion) was offered and
+# taken out: slower than bf16 on every projection, 0.4-0.8 TB/s (results/h100/2026-12-07-hand-written-gemv/).
 REGISTRY: dict[str, Quantization] = {q.name: q for q in (
     Quantization("none", "none (the dtype's weights)", None),
     Quantization("int8", "int8 weight-only (torchao)", 8, "Int8WeightOnlyConfig", packages=(TORCHAO,),
@@ -72,12 +70,6 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
                  (("bit_width", 8), ("group_size", None), ("set_inductor_config", False)), GEMLITE_CONFIG,
                  devices=("cuda",), dtypes=("fp16", "bf16"), packages=(TORCHAO, GEMLITE),
                  families=frozenset({"gemlite-mm"})),
-    Quantization("int8-gemv", "int8 weight-only, group 128 (the playground's GEMV)", 8, "GemvConfig",
-                 (("bits", 8),), module="playground.fast.gemv_weights", devices=("cuda",), packages=(TORCHAO, TRITON),
-                 families=frozenset({"int8-mm"}), phases=("decode",)),
-    Quantization("int4-gemv", "int4 weight-only, group 128 (the playground's GEMV)", 4, "GemvConfig",
-                 (("bits", 4),), module="playground.fast.gemv_weights", devices=("cuda",), packages=(TORCHAO, TRITON),
-                 families=frozenset({"int4-mm"}), phases=("decode",)),
     Quantization("int4-gemlite", "int4 weight-only, group 128 (torchao, HQQ, gemlite kernels)", 4,
                  "UIntxWeightOnlyConfig", (("bit_width", 4), ("group_size", 128), ("set_inductor_config", False)),
                  GEMLITE_CONFIG, devices=("cuda",), dtypes=("fp16",), packages=(TORCHAO, GEMLITE),
