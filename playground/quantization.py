@@ -104,7 +104,8 @@ def quantize(module, name: str) -> None:
     config = getattr(importlib.import_module(entry.module), entry.torchao)(**dict(entry.options))
     torchao.quantization.quantize_(module, config, filter_fn=plain_linear)
     if untied is not None and not is_quantized(module.get_output_embeddings().weight):
-        tie_head(module, untied)  # the format left the copy in float (a shape it does not take): no copy then
+        # the format left the copy in float (torchao's int4 skips in_features off its group of 128): no copy then
+        tie_head(module, untied)
 
 
 def untie_head(model) -> tuple[str, str] | None:
