@@ -4,7 +4,7 @@
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | step-overhead | spec-fast
 #          | spec-trained
-#          | batch-8b | batch-8b-padded | warm | warm-1b | spread-1b | cold-twice-1b
+#          | batch-8b | batch-8b-padded | warm | warm-1b | spread-1b | cold-twice-1b | tuning-spread-1b | tuning-spread-8b
 #          | precompile-8b | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
@@ -146,11 +146,19 @@ spread-1b)  # one 1B step compiled by three processes: two cold ones (each tunes
   done ;;
 cold-twice-1b)  # two cold compiles of the same 1B step one after the other, each with caches of its own: how far
   # apart coordinate-descent tuning lands them (each process prints its decode rate after its first call)
+  # (inductor's coordinate-descent settings pass through from the environment, e.g.
+  # TORCHINDUCTOR_COORDINATE_DESCENT_CHECK_ALL_DIRECTIONS=1; the caches go to a temporary folder, not OUTDIR)
   unset TORCHINDUCTOR_CACHE_DIR
+  caches=$(mktemp -d)
   for run in a b; do
-    PLAYGROUND_COMPILE_CACHE=$out/cache-$run TRITON_CACHE_DIR=$out/cache-$run/triton python3 -m playground warm \
+    PLAYGROUND_COMPILE_CACHE=$caches/$run TRITON_CACHE_DIR=$caches/$run/triton python3 -m playground warm \
         llama-3.2-1b-shape "${fast_row[@]}" 2>&1 | tee "$out/cold_$run.txt"
   done ;;
+tuning-spread-1b|tuning-spread-8b)  # each projection compiled cold in several processes per coordinate-descent setting
+  model=llama-3.2-1b-shape; [[ $stage == tuning-spread-8b ]] && model=llama-3.1-8b-shape
+  python3 -m benchmarks.tuning_spread --model $model ${SPREAD_SETTINGS:+--settings $SPREAD_SETTINGS} \
+        --processes "${SPREAD_PROCESSES:-4}" --output "$out/tuning_spread_${model%-shape}.json" \
+        2>&1 | tee "$out/tuning_spread_${model%-shape}.txt" ;;
 precompile-8b)  # the decode step's first call in a new process: torch.compile cold and from warm caches, against
   # Dynamo's ahead-of-time compile saved to a file and loaded (no trace), with and without inductor's caches
   python3 -m benchmarks.precompile_step --model llama-3.1-8b-shape --dtype bf16 --attn flash_attention_2 \
