@@ -133,8 +133,7 @@ def attend_decode_flash(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 def decode_attention(model, state: StaticState, pos: torch.Tensor):
     """The decode step's attention for every layer, with what the layers share computed once per step."""
     if uses_flash_attn(model.config):
-        # (batch,): every row is at the same position; written once, where inductor would recompute it for each layer
-        filled = materialize(pos.to(torch.int32).repeat(state.batch))
+        filled = pos.to(torch.int32).repeat(state.batch)  # (batch,): every row is at the same position
         return functools.partial(attend_decode_flash, filled=filled, state=state)
     columns = torch.arange(state.cache_len, device=pos.device)
     visible = columns <= pos
@@ -167,7 +166,7 @@ def attend_chunk_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c
 def chunk_attention(model, state: StaticState, positions: torch.Tensor):
     """Attention for n consecutive tokens at `positions` (n,), each seeing the cache up to its own position."""
     if uses_flash_attn(model.config):  # flash-attn aligns a causal mask to the end of the filled cache
-        filled = materialize(positions[:1].to(torch.int32).repeat(state.batch))
+        filled = positions[:1].to(torch.int32).repeat(state.batch)
         return functools.partial(attend_decode_flash, filled=filled, state=state)
     cache_positions = torch.arange(state.cache_len, device=positions.device)
     visible = (cache_positions[None, :] <= positions[:, None]).view(1, 1, positions.shape[0], state.cache_len)
