@@ -48,12 +48,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotate_half(x) * sin
 
 
-def project_qkv(attn, fused: FusedLayer, h: torch.Tensor):
-    """h (batch, seq, hidden) -> q (batch, heads, seq, d), k and v (batch, kv_heads, seq, d), before rotary
-    (each attention path applies it: flash-attn's decode inside its kernel)."""
+def project_qkv(attn, fused: FusedLayer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """h (batch, seq, hidden) -> q (batch, heads, seq, d), k and v (batch, kv_heads, seq, d), rope applied."""
     batch, seq, _ = h.shape
     shape = (batch, seq, -1, attn.head_dim)
-    return tuple(part.reshape(shape).transpose(1, 2) for part in fused.qkv(h))
+    q, k, v = (part.reshape(shape).transpose(1, 2) for part in fused.qkv(h))
+    return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
 
 def uses_flash_attn(config) -> bool:
@@ -74,11 +74,10 @@ def masked_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
     return out.reshape(batch, heads, n, head_dim)
 
 
-def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                   kv: LayerKV, visible: torch.Tensor | None = None) -> torch.Tensor:
-    """Rotate q and k, store the prompt's k/v at positions [0, seq) and attend causally within the prompt, or where
-    `visible` (batch, 1, seq, seq) says for left-padded rows: (batch, heads, seq, d)."""
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV,
+                   visible: torch.Tensor | None = None) -> torch.Tensor:
+    """Store the prompt's k/v at positions [0, seq) and attend causally within the prompt, or where `visible`
+    (batch, 1, seq, seq) says for left-padded rows: (batch, heads, seq, d)."""
     seq = q.shape[2]
     kv.keys[:, :, :seq] = k
     kv.values[:, :, :seq] = v
@@ -112,29 +111,27 @@ def rope_at(state: StaticState, columns: torch.Tensor) -> tuple[torch.Tensor, to
     return state.cos[positions][:, None], state.sin[positions][:, None]
 
 
-def attend_decode_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                       kv: LayerKV, pos: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-    """Rotate q and k, store one token's k/v at `pos` (1,) and attend to the cache where `visible`: (batch, heads, 1, d)."""
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+def attend_decode_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV, pos: torch.Tensor,
+                       visible: torch.Tensor) -> torch.Tensor:
+    """Store one token's k/v at `pos` (1,) and attend to the cache where `visible`: (batch, heads, 1, d)."""
     kv.keys.index_copy_(2, pos, k)
     kv.values.index_copy_(2, pos, v)
     return masked_attention(q, kv.keys, kv.values, visible, attn.scaling)
 
 
-def attend_decode_flash(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                        kv: LayerKV, filled: torch.Tensor, state: StaticState) -> torch.Tensor:
-    """n tokens' q/k/v (before rotary) appended after the first `filled` (batch,) int32 positions and attended, all
-    in flash-attn's kernel, which takes the rotary table's first half: (batch, heads, n, d). `cos` and `sin`, the
-    rows at these positions, are not needed."""
-    return fa2_decode(q, k, v, kv.keys, kv.values, filled, state.cos_half, state.sin_half,
-                      attn.scaling).transpose(1, 2)
+def attend_decode_flash(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV, pos: torch.Tensor,
+                        filled: torch.Tensor) -> torch.Tensor:
+    """Store one token's k/v at `pos` (1,) and attend to the first `filled` (batch,) positions: (batch, heads, 1, d)."""
+    kv.keys.index_copy_(2, pos, k)
+    kv.values.index_copy_(2, pos, v)
+    return fa2_decode(q, kv.keys, kv.values, filled, attn.scaling).transpose(1, 2)
 
 
 def decode_attention(model, state: StaticState, pos: torch.Tensor):
     """The decode step's attention for every layer, with what the layers share computed once per step."""
     if uses_flash_attn(model.config):
-        filled = pos.to(torch.int32).repeat(state.batch)  # (batch,): every row is at the same position
-        return functools.partial(attend_decode_flash, filled=filled, state=state)
+        filled = (pos + 1).to(torch.int32).repeat(state.batch)  # (batch,): every row is at the same position
+        return functools.partial(attend_decode_flash, pos=pos, filled=filled)
     columns = torch.arange(state.cache_len, device=pos.device)
     visible = columns <= pos
     if state.padded:  # each row's own prompt and output: (batch, cache_len)
@@ -153,11 +150,9 @@ def normed_input(norm, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return materialize(norm(x)) if is_quantized(weight) else norm(x)
 
 
-def attend_chunk_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                      kv: LayerKV, positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-    """Rotate q and k, store n tokens' k/v at `positions` (n,) and attend to the cache where `visible` (1, 1, n,
-    cache_len)."""
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+def attend_chunk_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV, positions: torch.Tensor,
+                      visible: torch.Tensor) -> torch.Tensor:
+    """Store n tokens' k/v at `positions` (n,) and attend to the cache where `visible` (1, 1, n, cache_len)."""
     kv.keys.index_copy_(2, positions, k)
     kv.values.index_copy_(2, positions, v)
     return masked_attention(q, kv.keys, kv.values, visible, attn.scaling)
@@ -166,8 +161,8 @@ def attend_chunk_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c
 def chunk_attention(model, state: StaticState, positions: torch.Tensor):
     """Attention for n consecutive tokens at `positions` (n,), each seeing the cache up to its own position."""
     if uses_flash_attn(model.config):  # flash-attn aligns a causal mask to the end of the filled cache
-        filled = positions[:1].to(torch.int32).repeat(state.batch)
-        return functools.partial(attend_decode_flash, filled=filled, state=state)
+        filled = (positions[-1:] + 1).to(torch.int32).repeat(state.batch)
+        return functools.partial(attend_decode_flash, pos=positions, filled=filled)
     cache_positions = torch.arange(state.cache_len, device=positions.device)
     visible = (cache_positions[None, :] <= positions[:, None]).view(1, 1, positions.shape[0], state.cache_len)
     return functools.partial(attend_chunk_sdpa, positions=positions, visible=visible)
@@ -177,8 +172,8 @@ def decoder_layer(layer, fused: FusedLayer, x: torch.Tensor, cos: torch.Tensor, 
                   attend) -> torch.Tensor:
     """One pre-norm block: x + attention(norm(x)), then + mlp(norm(x)). x (batch, seq, hidden)."""
     attn, mlp = layer.self_attn, layer.mlp
-    q, k, v = project_qkv(attn, fused, normed_input(layer.input_layernorm, x, fused.qkv.weight))
-    out = attend(attn, q, k, v, cos, sin)  # (batch, heads, seq, d)
+    q, k, v = project_qkv(attn, fused, normed_input(layer.input_layernorm, x, fused.qkv.weight), cos, sin)
+    out = attend(attn, q, k, v)  # (batch, heads, seq, d)
     x = x + attn.o_proj(out.transpose(1, 2).reshape(*x.shape[:2], -1))
     gate, up = fused.gate_up(normed_input(layer.post_attention_layernorm, x, fused.gate_up.weight))
     return x + mlp.down_proj(materialize(mlp.act_fn(gate) * up))

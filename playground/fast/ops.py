@@ -11,8 +11,7 @@ prefill op wraps it only to take and give the same layouts as the decode op.) Th
 what makes flash-attn worth choosing at batch 1:
 `flash_attn_with_kvcache` reads only the filled part of the cache (`cache_seqlens`) and splits it
 across thread blocks (flash-decoding), where an SDPA kernel with a mask reads the whole static
-cache with one block per head group; and it applies the rotary and writes the new k/v into the
-cache inside that kernel.
+cache with one block per head group.
 
 The ops take the decoder's layout, (batch, heads, seq, head_dim), whose transpose is flash-attn's
 (batch, seq, heads, head_dim) as strides, and return flash-attn's: the output projection wants
@@ -42,30 +41,23 @@ def _(q, k, v, scale):
     return q.new_empty(q.shape[0], q.shape[2], q.shape[1], q.shape[3])
 
 
-@torch.library.custom_op("playground_fast::fa2_decode", mutates_args=("keys", "values"))
-def fa2_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-               cache_seqlens: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, scale: float) -> torch.Tensor:
-    """n new tokens per row, appended to the static cache and attended to in one kernel.
+@torch.library.custom_op("playground_fast::fa2_decode", mutates_args=())
+def fa2_decode(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, cache_seqlens: torch.Tensor,
+               scale: float) -> torch.Tensor:
+    """One query token per row against the first `cache_seqlens` (batch,) int32 positions of the static cache.
 
-    q (batch, heads, n, d), k and v (batch, kv_heads, n, d), all before rotary; keys/values (batch,
-    kv_heads, cache_len, d), whose first `cache_seqlens` (batch,) int32 positions are filled. flash-attn
-    rotates q and k by cos/sin (cache_len, d / 2) at positions cache_seqlens onwards, writes k and v into
-    the cache there and attends causally over the filled part. Returns (batch, n, heads, d).
-
-    Done by the decoder's own ops, the rotary of q and k and the two cache writes were four small
-    kernels per layer before this one (a quarter of a 1B-shape step's launches).
+    q (batch, heads, 1, d); keys/values (batch, kv_heads, cache_len, d), already holding this
+    token's k/v. Returns (batch, 1, heads, d). Grouped-query heads are native to the kernel.
     """
     from flash_attn import flash_attn_with_kvcache
 
     out = flash_attn_with_kvcache(q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
-                                  k=k.transpose(1, 2), v=v.transpose(1, 2), rotary_cos=cos, rotary_sin=sin,
-                                  cache_seqlens=cache_seqlens, softmax_scale=scale, causal=True,
-                                  rotary_interleaved=False)
+                                  cache_seqlens=cache_seqlens, softmax_scale=scale, causal=True)
     return out.contiguous()  # as for prefill: a copy only where q's strides made it non-contiguous
 
 
 @fa2_decode.register_fake
-def _(q, k, v, keys, values, cache_seqlens, cos, sin, scale):
+def _(q, keys, values, cache_seqlens, scale):
     return q.new_empty(q.shape[0], q.shape[2], q.shape[1], q.shape[3])
 
 

@@ -30,8 +30,6 @@ class StaticState:
     pos: torch.Tensor  # (1,) int64: position of the token the next decode step reads
     cos: torch.Tensor  # (cache_len, head_dim) model dtype: the model's own rotary table
     sin: torch.Tensor  # (cache_len, head_dim)
-    cos_half: torch.Tensor  # (cache_len, head_dim / 2) contiguous: cos's first half, as flash-attn's rotary takes it
-    sin_half: torch.Tensor  # (cache_len, head_dim / 2)
     eos_mask: torch.Tensor  # (vocab,) bool: True at EOS ids
     eos_until: torch.Tensor  # (1,) int64: EOS is suppressed while the input position is below this
     pad_id: torch.Tensor  # (1,) int64: written to rows that already ended
@@ -60,14 +58,14 @@ class StaticState:
 
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor, in the order `from_tensors` reads them back."""
-        fixed = [self.tokens, self.pos, self.cos, self.sin, self.cos_half, self.sin_half, self.eos_mask, self.eos_until, self.pad_id,
+        fixed = [self.tokens, self.pos, self.cos, self.sin, self.eos_mask, self.eos_until, self.pad_id,
                  self.finished, self.temperature, self.start]
         return fixed + [t for kv in self.layers for t in (kv.keys, kv.values)]
 
     @classmethod
     def from_tensors(cls, tensors, padded: bool = False) -> StaticState:
         """A state over `tensors()`'s list (no copies): how an exported step takes its state as inputs."""
-        fixed, kv = tensors[:12], tensors[12:]
+        fixed, kv = tensors[:10], tensors[10:]
         return cls([LayerKV(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)], *fixed, padded=padded)
 
 
@@ -87,14 +85,6 @@ def rotary_table(model, cache_len: int, dtype: torch.dtype, device: torch.device
     return cos[0].contiguous(), sin[0].contiguous()
 
 
-def first_half(table: torch.Tensor) -> torch.Tensor:
-    """A rotary table's first half along head_dim, which is all flash-attn's in-kernel rotary takes: the rope types
-    the fast backend runs (support.py) build the table as two equal halves, dimension i and i + head_dim / 2
-    turning by one angle."""
-    half = table.shape[-1] // 2
-    return table[:, :half].contiguous()
-
-
 def allocate(model, batch: int, cache_len: int, padded: bool = False) -> StaticState:
     config = model.config
     weight = model.model.embed_tokens.weight
@@ -109,7 +99,7 @@ def allocate(model, batch: int, cache_len: int, padded: bool = False) -> StaticS
         layers=layers,
         tokens=torch.zeros((batch, cache_len), dtype=torch.long, device=device),
         pos=torch.zeros(1, dtype=torch.long, device=device),
-        cos=cos, sin=sin, cos_half=first_half(cos), sin_half=first_half(sin),
+        cos=cos, sin=sin,
         eos_mask=torch.zeros(config.vocab_size, dtype=torch.bool, device=device),
         eos_until=torch.zeros(1, dtype=torch.long, device=device),
         pad_id=torch.zeros(1, dtype=torch.long, device=device),
