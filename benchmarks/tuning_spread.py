@@ -120,10 +120,13 @@ def run_cold(args, setting: str) -> dict:
     """One child process with caches of its own; its result, or {"failed": reason}."""
     with tempfile.TemporaryDirectory() as caches:
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=caches, TRITON_CACHE_DIR=os.path.join(caches, "triton"))
-        done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_spread", "--child", setting,
-                               "--model", args.model, "--projections", args.projections,
-                               "--l2-flush-mb", str(args.l2_flush_mb)],
-                              env=env, capture_output=True, text=True, timeout=args.child_timeout_s)
+        try:
+            done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_spread", "--child", setting,
+                                   "--model", args.model, "--projections", args.projections,
+                                   "--l2-flush-mb", str(args.l2_flush_mb)],
+                                  env=env, capture_output=True, text=True, timeout=args.child_timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"failed": [f"no result within {args.child_timeout_s} s"]}
     if done.returncode != 0:
         return {"failed": (done.stderr or done.stdout).strip().splitlines()[-1:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
