@@ -7,11 +7,12 @@ ran the head at 122 and 183 µs, and a step 8-10% apart: the walk depends on tim
 configurations compared side by side can differ by more than the lever under test.
 
 Each tuning setting here is the step's own compile options plus inductor overrides. For each, every
-projection of the model shape (the RMS norm fused in where the step fuses it) is compiled in
+projection of the model shape (the RMS norm before it where the step has one) is compiled in
 `--processes` fresh processes, one after another, each with empty caches; the settings take turns, so
-a drift in the machine hits them alike. Per projection and setting this prints the µs of each process's
-kernel (L2 flushed before each call, as in a decode step), their spread (slowest / fastest - 1), how many
-distinct launch configs the tuner settled on, and how many candidates it timed.
+a drift in the machine hits them alike. Per projection and setting this prints how long a call took in
+each process (L2 flushed before each call, as in a decode step; a normed projection is two kernels), their
+spread (slowest / fastest - 1), how many distinct launch configs the tuner settled on, and how many
+candidates it timed.
 
     python -m benchmarks.tuning_spread --model llama-3.2-1b-shape --processes 4     # CUDA
 """
