@@ -5,6 +5,11 @@ what to read before changing the decoder: a batch-1 step on the Llama-3.2-1B sha
 kernels, and a slow one (a projection well below the bandwidth of the others, an argmax in one
 thread block) or a run of tiny ones stands out here.
 
+Each Triton kernel inductor compiled in this process is listed with the bandwidth it reached: the bytes
+inductor counts for its arguments (`kernel_num_gb`, which it keeps when `benchmark_kernel` is on, as it is
+here) over its time per launch. For a projection's matrix-vector product that is its weight over its time;
+flash-attn's and other library kernels have no count, nor do kernels a saved step loaded from disk.
+
 After a cold run of the same shape (compile and graph capture), the prompt is prefilled again and
 only the `--new-tokens` - 1 decode steps that follow are profiled, so every kernel seen is a decode
 step's. The launch-order listing is the last step, whose span (first kernel start to last kernel
@@ -65,7 +70,38 @@ def step_events(prof, device: str, steps: int) -> tuple[Counter, Counter, list]:
     return us, launches, events[-(len(events) // steps):]
 
 
-def print_step(label: str, us: Counter, launches: Counter, last: list, shown: int) -> None:
+def inductor_kernel_gb() -> dict[str, float]:
+    """GB each Triton kernel inductor compiled in this process moves per launch, by its own count of the kernel's
+    arguments, by kernel name (the name the profiler shows). Inductor counts only under `benchmark_kernel`."""
+    from torch._inductor.codecache import PyCodeCache
+
+    found = {}
+    for module in list(PyCodeCache.modules):
+        for value in list(vars(module).values()):
+            meta = getattr(value, "inductor_meta", None)
+            if isinstance(meta, dict) and meta.get("kernel_name") and meta.get("kernel_num_gb"):
+                found[meta["kernel_name"]] = meta["kernel_num_gb"]
+    return found
+
+
+def bandwidth(gb: float | None, us_per_launch: float) -> str:
+    return f"{gb / us_per_launch * 1e3:5.2f} TB/s" if gb and us_per_launch > 0 else "      -   "
+
+
+def print_bandwidth_summary(us: Counter, launches: Counter, gb: dict[str, float]) -> None:
+    """What the kernels with a byte count move per step together, and at what rate."""
+    counted = [name for name in us if gb.get(name)]
+    if not counted:
+        print("\nno kernel has inductor's byte count (library kernels, a CPU run, or a step loaded from disk)")
+        return
+    step_gb = sum(gb[name] * launches[name] for name in counted)
+    step_us = sum(us[name] for name in counted)
+    print(f"\ninductor's kernels with a byte count: {step_us:.1f} of {sum(us.values()):.1f} µs a step, "
+          f"{step_gb * 1e3:.1f} MB a step, {bandwidth(step_gb, step_us).strip()} together")
+
+
+def print_step(label: str, us: Counter, launches: Counter, last: list, shown: int,
+               gb: dict[str, float] | None = None) -> None:
     span = last[-1].time_range.end - last[0].time_range.start
     busy = sum(e.time_range.elapsed_us() for e in last)
     print(f"{label}: {sum(launches.values())} kernels per step, {sum(us.values()):.1f} µs of kernel time per step")
@@ -81,10 +117,14 @@ def print_step(label: str, us: Counter, launches: Counter, last: list, shown: in
         elif i == shown:
             print("   ...")
     shapes = {e.name: launch_shape(e) for e in last}
-    print("\nby kernel, costliest first (µs per step, launches per step, µs per launch, launch settings):")
+    gb = gb or {}
+    print("\nby kernel, costliest first (µs per step, launches per step, µs per launch, bandwidth on inductor's byte "
+          "count, launch settings):")
     for name, per_step in us.most_common(20):
-        print(f"  {per_step:8.1f} µs  x{launches[name]:<3d} {per_step / launches[name]:7.1f}  {name[:100]}"
-              f"{'  ' + shapes[name] if shapes.get(name) else ''}")
+        per_launch = per_step / launches[name]
+        print(f"  {per_step:8.1f} µs  x{launches[name]:<3d} {per_launch:7.1f}  {bandwidth(gb.get(name), per_launch)}  "
+              f"{name[:100]}{'  ' + shapes[name] if shapes.get(name) else ''}")
+    print_bandwidth_summary(us, launches, gb)
 
 
 def main() -> None:
@@ -105,6 +145,7 @@ def main() -> None:
         parser.error("--new-tokens must be at least 2: the first token comes from prefill, not a decode step")
     if args.verify + 1 > args.new_tokens:
         parser.error("--verify K needs --new-tokens of at least K + 1: the cache holds the prompt and the new tokens")
+    torch._inductor.config.benchmark_kernel = True  # inductor keeps each kernel's byte count (inductor_kernel_gb)
     model = MODELS.get(args.model, device, args.dtype, args.attn)[0].model
     ids = torch.randint(0, model.config.vocab_size, (1, args.prompt_tokens), device=device,
                         generator=torch.Generator(device).manual_seed(0))
@@ -127,7 +168,7 @@ def main() -> None:
                 torch.cuda.synchronize()
     what = f"verify step of {args.verify} drafts" if args.verify else "decode step"
     print_step(f"{args.model} {args.dtype} {args.attn} compile={args.compile}, prompt {args.prompt_tokens}, {what}",
-               *step_events(prof, device, steps), args.shown)
+               *step_events(prof, device, steps), args.shown, inductor_kernel_gb())
 
 
 if __name__ == "__main__":
