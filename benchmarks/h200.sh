@@ -145,14 +145,13 @@ spread-1b)  # one 1B step compiled by three processes: two cold ones (each tunes
         --model llama-3.2-1b-shape --attn flash_attention_2 --shown 400 >"$out/kernels_1b_$run.txt" 2>&1
   done ;;
 cold-twice-1b)  # two cold compiles of the same 1B step one after the other, each with caches of its own: how far
-  # apart coordinate-descent tuning lands them (each process prints its decode rate after its first call)
-  # (inductor's coordinate-descent settings pass through from the environment, e.g.
-  # TORCHINDUCTOR_COORDINATE_DESCENT_CHECK_ALL_DIRECTIONS=1; the caches go to a temporary folder, not OUTDIR)
+  # apart coordinate-descent tuning lands them (each process prints its decode rate after its first call);
+  # KERNELS=fixed: inductor's own launch configs, none timed (the caches go to a temporary folder, not OUTDIR)
   unset TORCHINDUCTOR_CACHE_DIR
   caches=$(mktemp -d)
   for run in a b; do
     PLAYGROUND_COMPILE_CACHE=$caches/$run TRITON_CACHE_DIR=$caches/$run/triton python3 -m playground warm \
-        llama-3.2-1b-shape "${fast_row[@]}" 2>&1 | tee "$out/cold_$run.txt"
+        llama-3.2-1b-shape "${fast_row[@]}" --kernels "${KERNELS:-tuned}" 2>&1 | tee "$out/cold_${KERNELS:-tuned}_$run.txt"
   done ;;
 tuning-spread-1b|tuning-spread-8b)  # each projection compiled cold in several processes per coordinate-descent setting
   model=llama-3.2-1b-shape; [[ $stage == tuning-spread-8b ]] && model=llama-3.1-8b-shape

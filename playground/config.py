@@ -27,6 +27,7 @@ ATTENTIONS = attention.NAMES
 CACHE_IMPLS = ("dynamic", "static")
 AOT = "aot"  # not a torch.compile mode: the fast backend's decode step exported and compiled ahead of time
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", AOT)
+KERNELS = ("tuned", "fixed")  # how a compiled fast step's kernels get their launch configs: timed, or inductor's own
 DEVICES = ("auto", "cpu", "cuda")
 MODES = ("benchmark", "free")
 BACKENDS = backends.NAMES
@@ -96,6 +97,13 @@ class RunConfig:
     compile: str = _setting("off", "torch.compile", "torch.compile mode, or aot: the fast backend's decode step "
                             "exported and compiled ahead of time (AOTInductor), kept on disk",
                             choices=COMPILE_MODES, side=True, sweep=True, column="compile")
+    kernels: str = _setting("tuned", "kernel choice", "the fast backend's compiled steps: tuned times launch configs "
+                            "for each kernel while compiling (two compiles can land several percent apart), fixed "
+                            "takes inductor's own and times none (its deterministic mode: the same kernels every "
+                            "compile)",
+                            choices=KERNELS, side=True, sweep=True, column="kernels",
+                            choice_labels={"tuned": "tuned: launch configs timed per compile",
+                                           "fixed": "fixed: the same kernels every compile"})
     spec: str = _setting("none", "speculative decoding", "propose tokens cheaply and verify them in one target step: "
                          "a draft model or n-grams from the prompt", choices=SPECS, side=True, sweep=True,
                          column="spec", effective=True,
@@ -201,6 +209,12 @@ class RunConfig:
         if self.compile == AOT and not backends.REGISTRY[self.backend].compiles_ahead:
             raise ConfigError(f"compile={AOT} runs on backend {' or '.join(backends.AHEAD_OF_TIME)} only: "
                               f"{self.backend} compiles with torch.compile")
+        if self.kernels != KERNELS[0] and (not backends.REGISTRY[self.backend].tunes_kernels
+                                           or self.compile in ("off", AOT)):
+            raise ConfigError(f"kernels={self.kernels} applies to the steps backend "
+                              f"{' or '.join(backends.TUNED)} compiles with torch.compile (compile default, "
+                              f"reduce-overhead or max-autotune); with backend={self.backend} and "
+                              f"compile={self.compile} no launch config is timed, so there is none to fix")
         if backends.REGISTRY[self.backend].static_cache_only and not (self.use_cache and self.cache_impl == "static"):
             raise ConfigError(f"backend={self.backend} always decodes from its own static KV cache: set use_cache on "
                               "and cache_impl=static")

@@ -27,8 +27,8 @@ from playground.config import RunConfig
 CACHE_ENV = "PLAYGROUND_COMPILE_CACHE"
 # the settings that change what a compiled run traces, with whether the batch is left-padded (`artifact_path`);
 # prompt text, lengths within a cache bucket and how uneven a padded batch is do not
-GRAPH_SETTINGS = ("model", "backend", "compile", "dtype", "attn", "quant", "spec", "draft_tokens", "draft_model",
-                  "batch_size", "use_cache", "cache_impl", "temperature")
+GRAPH_SETTINGS = ("model", "backend", "compile", "kernels", "dtype", "attn", "quant", "spec", "draft_tokens",
+                  "draft_model", "batch_size", "use_cache", "cache_impl", "temperature")
 _loaded: set[Path] = set()  # artifact files already loaded into this process
 not_kept: list[str] = []  # why a step was traced by torch.compile rather than kept on disk (playground.fast.precompile)
 

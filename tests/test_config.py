@@ -33,6 +33,11 @@ def test_defaults_are_valid_and_round_trip():
          "takes attn sdpa, sdpa:<backend> or flash_attention_2 only"),
         (dict(prompt="a", backend="fast"), "own static KV cache"),
         (dict(prompt="a", backend="fast", cache_impl="static", attn="eager"), "not eager"),
+        (dict(prompt="a", cache_impl="static", compile="reduce-overhead", kernels="fixed"),
+         "with backend=transformers and compile=reduce-overhead no launch config is timed"),
+        (dict(prompt="a", backend="fast", cache_impl="static", kernels="fixed"), "compile=off no launch config"),
+        (dict(prompt="a", backend="fast", cache_impl="static", compile="aot", kernels="fixed"),
+         "compile=aot no launch config"),
     ],
 )
 def test_nonsense_is_refused_with_the_reason(fields, message):

@@ -25,14 +25,16 @@ class Entry:
     module: str  # the module that implements `Backend`, imported by `get`
     static_cache_only: bool = False  # decodes from its own static KV cache: needs use_cache on, cache_impl=static
     compiles_ahead: bool = False  # takes compile=aot: its decode step exported and compiled ahead of time
+    tunes_kernels: bool = False  # its torch.compile'd steps time kernels' launch configs: takes kernels=fixed
 
 
 REGISTRY: dict[str, Entry] = {e.name: e for e in (
     Entry("transformers", "playground.backends.transformers"),
-    Entry("fast", "playground.backends.fast", static_cache_only=True, compiles_ahead=True),
+    Entry("fast", "playground.backends.fast", static_cache_only=True, compiles_ahead=True, tunes_kernels=True),
 )}
 NAMES = tuple(REGISTRY)
 AHEAD_OF_TIME = tuple(e.name for e in REGISTRY.values() if e.compiles_ahead)
+TUNED = tuple(e.name for e in REGISTRY.values() if e.tunes_kernels)
 
 
 class Backend(Protocol):

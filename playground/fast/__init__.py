@@ -9,7 +9,8 @@ torch.compile, is captured once as one CUDA graph and replayed per token (`gener
     from playground.fast import fast_generate, unsupported_reason
 """
 
-from playground.fast.generate import FastOutput, fast_generate
+from playground.fast.generate import FastOutput, fast_generate, fixed_kernels_reason, kernel_choice
 from playground.fast.support import SUPPORTED_ARCHITECTURES, padding_reason, unsupported_reason
 
-__all__ = ["FastOutput", "SUPPORTED_ARCHITECTURES", "fast_generate", "padding_reason", "unsupported_reason"]
+__all__ = ["FastOutput", "SUPPORTED_ARCHITECTURES", "fast_generate", "fixed_kernels_reason", "kernel_choice",
+           "padding_reason", "unsupported_reason"]

@@ -12,14 +12,16 @@ compute-bound, so launch overhead matters little there; the decode step is where
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import types
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 
-from playground.config import AOT, COMPILE_MODES
+from playground.config import AOT, COMPILE_MODES, KERNELS
 from playground.fast import aot, precompile
 from playground.fast.forward import decode_one_token, prefill
 from playground.fast.fuse import fused_layers
@@ -46,9 +48,45 @@ def sdpa_backends_enabled() -> tuple[bool, ...]:
             cuda.math_sdp_enabled())
 
 
+_kernels = contextvars.ContextVar("playground_fast_kernels", default=KERNELS[0])
+
+
+@contextlib.contextmanager
+def kernel_choice(kernels: str) -> Iterator[None]:
+    """Steps first compiled inside take their kernels' launch configs as `kernels` says (config.KERNELS).
+
+    "tuned": coordinate descent times candidates and keeps any that measures 0.1% faster, so where it
+    stops follows the timing noise: per projection, cold compiles in separate processes landed up to 38%
+    apart (results/h100/2026-12-07-tuning-spread-and-kv-append/). "fixed": inductor's deterministic mode
+    times nothing and keeps its own first config for each kernel, the same in every compile (there within
+    1%, at the same speed a layer, the 1B head 11% slower). Like an `sdpa_kernel` context, the choice is
+    part of each compiled step's key.
+    """
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels={kernels!r} is not one of: {', '.join(KERNELS)}")
+    token = _kernels.set(kernels)
+    try:
+        yield
+    finally:
+        _kernels.reset(token)
+
+
+def current_kernels() -> str:
+    """The kernel choice steps compiled now take (`kernel_choice`)."""
+    return _kernels.get()
+
+
+def fixed_kernels_reason() -> str | None:
+    """Why this torch cannot fix the kernels (no inductor deterministic mode), or None."""
+    if hasattr(torch._inductor.config, "deterministic"):
+        return None
+    return f"kernels=fixed needs inductor's deterministic mode, which torch {torch.__version__} does not have"
+
+
 def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:
     """Inductor options of `compile_mode`, coordinate-descent tuning in half precision (as gpt-fast does), and PDL;
-    never torch's own CUDA graphs (a mode that asks for graphs gets `CapturedStep`'s instead).
+    never torch's own CUDA graphs (a mode that asks for graphs gets `CapturedStep`'s instead). Under
+    `kernel_choice("fixed")`, inductor's deterministic mode as well: the same rewrite, no kernel timed.
 
     With tuning on, inductor rewrites a one-row matmul (every projection at batch 1) as a Triton
     multiply-and-reduce that it fuses with its neighbours and tunes for bandwidth; without it each
@@ -65,6 +103,8 @@ def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:
     tuning = dtype in (torch.float16, torch.bfloat16)
     options = {**torch._inductor.list_mode_options(compile_mode), "coordinate_descent_tuning": tuning,
                "triton.cudagraphs": False}
+    if current_kernels() == "fixed":
+        options["deterministic"] = True
     if hasattr(torch._inductor.config.triton, "enable_pdl"):  # absent from older torch releases
         options["triton.enable_pdl"] = os.environ.get("TORCHINDUCTOR_ENABLE_PDL", "1") == "1"
     return options
@@ -166,7 +206,7 @@ def compiled_steps(model, state: StaticState, compile_mode: str, compile_prefill
     """
     if compile_mode == "off":
         return prefill, decode_one_token
-    key = (compile_mode, compile_prefill, sdpa_backends_enabled())
+    key = (compile_mode, compile_prefill, sdpa_backends_enabled(), current_kernels())
     if key not in state.compiled and compile_mode == AOT:  # prefill stays eager: one package per prompt length
         ahead = aot.decode_step(model, state)  # launches each kernel from C++, still one launch per kernel
         state.compiled[key] = (prefill, CapturedStep(ahead) if state.tokens.is_cuda else ahead)

@@ -41,7 +41,8 @@ import torch
 
 from playground.fast.forward import decode_one_token, forward_chunk, prefill
 from playground.fast.fuse import fused_layers
-from playground.fast.generate import FastOutput, _eos_ids, _reset, _stop_requested, compile_step, compiled_steps
+from playground.fast.generate import (FastOutput, _eos_ids, _reset, _stop_requested, compile_step, compiled_steps,
+                                      current_kernels)
 from playground.fast.state import StaticState, cache_len_for, state_cache
 
 
@@ -71,6 +72,7 @@ def _replayed(state: StaticState, compile_mode: str, key: tuple, fn: Callable, *
     next replay, so a caller reads the output before replaying it again."""
     if compile_mode == "off":
         return lambda *head: fn(*head, *args)
+    key = (*key, current_kernels())
     if key not in state.compiled:
         step = compile_step(fn, state, compile_mode)
 

@@ -13,8 +13,9 @@ from transformers.generation.streamers import BaseStreamer
 
 from playground.fast import fast_generate, precompile, unsupported_reason
 from playground.fast.forward import decode_one_token, prefill
+from playground.config import KERNELS
 from playground.fast.generate import (CapturedStep, Listener, compile_step, compiled_steps, decode_compile_options,
-                                      decode_n_tokens)
+                                      decode_n_tokens, kernel_choice)
 from playground.fast.state import state_cache
 from playground.loader import MODELS
 
@@ -254,6 +255,25 @@ def test_decode_step_compiles_with_pdl_unless_the_user_turns_it_off(monkeypatch)
     for off in ("0", "false"):  # inductor's own reading: only "1" is on
         monkeypatch.setenv("TORCHINDUCTOR_ENABLE_PDL", off)
         assert decode_compile_options("reduce-overhead", torch.bfloat16)["triton.enable_pdl"] is False
+
+
+def test_fixed_kernels_compile_in_inductors_deterministic_mode_as_steps_of_their_own(llama):
+    """Under kernel_choice("fixed") nothing is timed: the same projections rewritten as reductions, each keeping
+    inductor's own first launch config; a step compiled under one choice is never replayed under the other."""
+    tuned = decode_compile_options("reduce-overhead", torch.bfloat16)
+    with kernel_choice("fixed"):
+        fixed = decode_compile_options("reduce-overhead", torch.bfloat16)
+    assert "deterministic" not in tuned and fixed == {**tuned, "deterministic": True}
+    assert hasattr(torch._inductor.config, "deterministic")  # an inductor option torch.compile takes
+    state = fast_generate(llama, input_ids=prompt(1, 5, llama.config.vocab_size), max_new_tokens=2).past_key_values
+    steps = {}
+    for kernels in KERNELS:
+        with kernel_choice(kernels):
+            steps[kernels] = compiled_steps(llama, state, "default", compile_prefill=False)[1]
+    assert steps["tuned"] is not steps["fixed"]
+    with pytest.raises(ValueError, match="kernels='fastest' is not one of"):
+        with kernel_choice("fastest"):
+            pass
 
 
 def test_graphs_are_the_playgrounds_own_capture_never_torchs_and_only_on_a_gpu(llama):

@@ -186,6 +186,16 @@ def test_flash_attention_2_decode_step_runs_flash_attn_kernels_in_the_cuda_graph
     assert any(name.startswith("void flash::flash_fwd") for name in record.attn_kernels["decode"]), record.attn_kernels
 
 
+def test_fixed_kernels_run_the_step_and_the_record_says_so():
+    """kernels=fixed compiles the step in inductor's deterministic mode: it runs, replays its graph, and the record's
+    compile description names the choice."""
+    config = RunConfig(model="tiny-random-llama", device="cuda", dtype="bf16", backend="fast", cache_impl="static",
+                       compile="reduce-overhead", kernels="fixed", prompt_tokens=32, new_tokens=16, repeats=1, warmup=1)
+    record = run(config)
+    assert record.status == "ok", record.reason
+    assert record.tokens_generated == 16 and "kernels fixed" in record.compiled
+
+
 def test_compiled_decoding_runs_on_a_thread_other_than_the_first_compiler():
     """torch before 2.13 kept CUDA-graph state only in the thread that compiled first (pytorch#123177)."""
     model = MODELS.get("tiny-random-llama", "cuda", "fp32", "sdpa")[0].model
