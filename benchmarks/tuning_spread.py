@@ -6,7 +6,8 @@ that measures 0.1% faster and walking on from there. Two cold compiles of the Ll
 ran the head at 122 and 183 µs, and a step 8-10% apart: the walk depends on timing noise, so two
 configurations compared side by side can differ by more than the lever under test.
 
-Each tuning setting here is the step's own compile options plus inductor overrides. For each, every
+Each tuning setting here is the step's own compile options (`fixed`: under the kernel choice of that name,
+inductor's deterministic mode) plus inductor overrides. For each, every
 projection of the model shape (the RMS norm before it where the step has one) is compiled in
 `--processes` fresh processes, one after another, each with empty caches; the settings take turns, so
 a drift in the machine hits them alike. Per projection and setting this prints how long a call took in
@@ -33,16 +34,16 @@ from torch._dynamo.utils import counters
 
 from benchmarks import write_json
 from benchmarks.quant_matmul import shapes, time_us
-from playground.fast.generate import decode_compile_options
+from playground.fast.generate import decode_compile_options, kernel_choice
 from playground.record import environment
 
 # inductor overrides on top of the step's options (`decode_compile_options`); the tuner reads both keys
 SETTINGS = {
     "step": {},
+    "fixed": {},  # the step's options under kernel_choice("fixed"): nothing timed, inductor's own config each
     "all-directions": {"coordinate_descent_check_all_directions": True},
     "radius-2": {"coordinate_descent_search_radius": 2},
     "heuristic-start": {"max_autotune_pointwise": True},  # start the walk from the best of inductor's own configs
-    "deterministic": {"deterministic": True},  # no timing at all: inductor's own config for each reduction
 }
 NORMED = ("qkv", "gate_up", "lm_head")  # the projections whose RMS norm inductor fuses into the matmul's kernel
 TUNER_LOG = "torch._inductor.runtime.coordinate_descent_tuner"
@@ -56,6 +57,12 @@ def overrides(setting: str) -> dict:
             raise SystemExit(f"unknown tuning setting {name!r}; choose from {', '.join(SETTINGS)} (join with +)")
         options.update(SETTINGS[name])
     return options
+
+
+def setting_options(setting: str) -> dict:
+    """The inductor options a projection compiles with under `setting`: the step's, then the overrides."""
+    with kernel_choice("fixed" if "fixed" in setting.split("+") else "tuned"):
+        return {**decode_compile_options("reduce-overhead", torch.bfloat16), **overrides(setting)}
 
 
 class Projection(torch.nn.Module):
@@ -99,7 +106,7 @@ def child(model: str, setting: str, projections: list[str], flush_mb: int) -> di
     tuner = logging.getLogger(TUNER_LOG)
     tuner.setLevel(logging.DEBUG)
     tuner.addHandler(log)
-    options = {**decode_compile_options("reduce-overhead", torch.bfloat16), **overrides(setting)}
+    options = setting_options(setting)
     flush = torch.empty(flush_mb * 2 ** 20, dtype=torch.uint8, device="cuda")
     out = {}
     for name in projections:
@@ -156,7 +163,7 @@ def summary_rows(results: dict[str, list[dict]], projections: list[str]) -> list
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="llama-3.2-1b-shape")
-    parser.add_argument("--settings", default="step,all-directions+radius-2,heuristic-start+all-directions",
+    parser.add_argument("--settings", default="step,fixed",
                         help=f"comma-separated; each joins names from {', '.join(SETTINGS)} with +")
     parser.add_argument("--projections", default="qkv,o,gate_up,down,lm_head")
     parser.add_argument("--processes", type=int, default=4, help="cold compiles per setting")

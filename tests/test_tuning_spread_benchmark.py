@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from benchmarks.tuning_spread import TUNER_LOG, TunerLog, chosen_config, overrides, summary_rows
+from benchmarks.tuning_spread import TUNER_LOG, TunerLog, chosen_config, overrides, setting_options, summary_rows
 
 VERDICT = ("triton_red_fused_mm_0: Improve from XBLOCK: 1, R0_BLOCK: 2048, num_warps: 16, num_ctas: 1, "
            "num_stages: 1, maxnreg: None 0.031200 -> XBLOCK: 2, R0_BLOCK: 1024, num_warps: 8, num_ctas: 1, "
@@ -31,6 +31,8 @@ def test_settings_join_and_an_unknown_one_is_refused_by_name():
     assert overrides("all-directions+radius-2") == {"coordinate_descent_check_all_directions": True,
                                                      "coordinate_descent_search_radius": 2}
     assert overrides("step") == {}
+    step, fixed = setting_options("step"), setting_options("fixed+all-directions")  # fixed: the product's kernel choice
+    assert fixed == {**step, "deterministic": True, "coordinate_descent_check_all_directions": True}
     with pytest.raises(SystemExit, match="'radius-3'"):
         overrides("all-directions+radius-3")
 
