@@ -151,7 +151,7 @@ cold-twice-1b)  # two cold compiles of the same 1B step one after the other, eac
   caches=$(mktemp -d)
   for run in a b; do
     PLAYGROUND_COMPILE_CACHE=$caches/$run TRITON_CACHE_DIR=$caches/$run/triton python3 -m playground warm \
-        llama-3.2-1b-shape "${fast_row[@]}" --kernels "${KERNELS:-tuned}" 2>&1 | tee "$out/cold_${KERNELS:-tuned}_$run.txt"
+        llama-3.2-1b-shape "${fast_row[@]}" ${KERNELS:+--kernels "$KERNELS"} 2>&1 | tee "$out/cold_${KERNELS:+${KERNELS}_}$run.txt"
   done ;;
 tuning-spread-1b|tuning-spread-8b)  # each projection compiled cold in several processes per coordinate-descent setting
   model=llama-3.2-1b-shape; [[ $stage == tuning-spread-8b ]] && model=llama-3.1-8b-shape
