@@ -34,7 +34,8 @@ from collections import Counter
 
 import torch
 
-from playground.fast.generate import compiled_steps, fast_generate
+from playground.config import KERNELS
+from playground.fast.generate import compiled_steps, fast_generate, kernel_choice
 from playground.fast.speculative import compiled_verify
 from playground.kernels import top_kernels
 from playground.loader import MODELS
@@ -139,6 +140,8 @@ def main() -> None:
     parser.add_argument("--shown", type=int, default=24, help="kernels listed from the start of the step")
     parser.add_argument("--verify", type=int, default=0, metavar="K",
                         help="profile the speculative verify step of K drafts instead of a decode step")
+    parser.add_argument("--kernels", choices=KERNELS, default=KERNELS[0],
+                        help="the compiled steps' kernel choice, as the kernel-choice setting takes it")
     args = parser.parse_args()
     device = "cuda" if cuda else "cpu"
     if args.new_tokens < 2:
@@ -149,6 +152,14 @@ def main() -> None:
     model = MODELS.get(args.model, device, args.dtype, args.attn)[0].model
     ids = torch.randint(0, model.config.vocab_size, (1, args.prompt_tokens), device=device,
                         generator=torch.Generator(device).manual_seed(0))
+    with kernel_choice(args.kernels):
+        profile_step(model, ids, args)
+
+
+def profile_step(model, ids: torch.Tensor, args: argparse.Namespace) -> None:
+    """Compile the step (not profiled), then profile `args.new_tokens` - 1 decode steps (or verify steps)."""
+    cuda = ids.is_cuda
+    device = ids.device.type
     cold = fast_generate(model, input_ids=ids, max_new_tokens=args.new_tokens, compile_mode=args.compile,
                          eos_token_id=[], pad_token_id=0)  # compile and capture, not profiled
     steps = args.new_tokens - 1
@@ -167,7 +178,8 @@ def main() -> None:
             if cuda:
                 torch.cuda.synchronize()
     what = f"verify step of {args.verify} drafts" if args.verify else "decode step"
-    print_step(f"{args.model} {args.dtype} {args.attn} compile={args.compile}, prompt {args.prompt_tokens}, {what}",
+    print_step(f"{args.model} {args.dtype} {args.attn} compile={args.compile} kernels={args.kernels}, "
+               f"prompt {args.prompt_tokens}, {what}",
                *step_events(prof, device, steps), args.shown, inductor_kernel_gb())
 
 
