@@ -132,7 +132,7 @@ def main() -> None:
     cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="llama-3.2-1b-shape" if cuda else "tiny-random-llama")
-    parser.add_argument("--attn", default="sdpa", help="sdpa or flash_attention_2 (needs flash-attn)")
+    parser.add_argument("--attn", default="sdpa", help="eager, sdpa or flash_attention_2 (needs flash-attn), as the attention setting takes them")
     parser.add_argument("--dtype", default="bf16" if cuda else "fp32")
     parser.add_argument("--compile", default="reduce-overhead" if cuda else "off")
     parser.add_argument("--prompt-tokens", type=int, default=512)

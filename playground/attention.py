@@ -66,7 +66,7 @@ def _flash_attn(version: int, package: Package, min_capability: tuple[int, int],
 
 FLASH_ATTN_INSTALL = "pip install flash-attn --no-build-isolation"
 REGISTRY: dict[str, Attention] = {a.name: a for a in (
-    Attention("eager", "eager", frozenset({"eager"})),
+    Attention("eager", "eager", frozenset({"eager"}), backends=EVERY_BACKEND),
     Attention("sdpa", "sdpa", SDPA_FAMILIES, backends=EVERY_BACKEND),
     _sdpa("flash", "sdpa-flash", cuda_dtypes=HALF, min_capability=(8, 0)),
     _sdpa("efficient", "sdpa-efficient", devices=("cuda",)),

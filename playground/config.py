@@ -83,7 +83,7 @@ class RunConfig:
     backend: str = _setting("transformers", "backend", "transformers generate, or the fast static-cache decoder",
                             choices=BACKENDS, side=True, sweep=True, column="backend",
                             choice_labels={"transformers": "transformers generate", "fast": "fast: static cache + "
-                                           "compiled decode step (Llama-family; sdpa or flash_attention_2)"})
+                                           "compiled decode step (Llama-family)"})
     dtype: str = _setting("auto", "dtype", "weight dtype", choices=DTYPES, side=True, sweep=True, load=True,
                           column="dtype", effective=True)
     attn: str = _setting("sdpa", "attention implementation", "attention implementation", choices=ATTENTIONS,

@@ -58,7 +58,10 @@ MATMUL = re.compile(r"^aten::(mm|addmm|bmm|matmul|linear)$|gemm|gemv|cutlass|cub
 # Seen on the H200: after torch._dynamo's recompile limit (8 shapes) flex_attention stops compiling
 FLEX_UNFUSED = ("flex_attention compiles a kernel per input shape; past torch._dynamo's recompile limit it runs "
                 "unfused, materialising the full score matrix (a new process compiles it again)")
-EAGER_MARK = re.compile(r"^aten::_?softmax$")
+# Attention written out (transformers' eager, or the fast decoder's `written_attention`): its softmax op run eager,
+# or compiled, an inductor kernel named after it (a sampled step's softmax over the logits looks the same, so this
+# is only read when no attention kernel was recognised)
+EAGER_MARK = re.compile(r"^aten::_?softmax$|^triton_\w*_fused_\w*softmax")
 
 
 def family_of(name: str) -> str | None:

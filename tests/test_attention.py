@@ -27,11 +27,11 @@ def test_forced_sdpa_backends_load_plain_sdpa():
     assert RunConfig(prompt="a", attn="sdpa:math").transformers_attn == "sdpa"
     assert RunConfig(prompt="a", attn="sdpa:math").sdpa_backend == "math"
     assert RunConfig(prompt="a", attn="flash_attention_2", dtype="bf16").sdpa_backend is None
-    assert attention.loads_for("fast") == ("sdpa", "flash_attention_2")
+    assert attention.loads_for("fast") == ("eager", "sdpa", "flash_attention_2")
 
 
 def test_listing_names_the_forced_sdpa_backends_once():
-    assert attention.listed(attention.taken_by("fast")) == "sdpa, sdpa:<backend> or flash_attention_2"
+    assert attention.listed(attention.taken_by("fast")) == "eager, sdpa, sdpa:<backend> or flash_attention_2"
     assert attention.listed(("eager",)) == "eager"
 
 

@@ -26,6 +26,9 @@ def test_family_of_known_names(name, family):
 def test_eager_is_recognised_by_softmax_without_sdpa():
     seen = classify(["aten::matmul", "aten::softmax", "aten::_softmax", "aten::linear"])
     assert seen.families == ["eager"]
+    compiled = classify(["triton_red_fused_mm_t_view_6", "triton_per_fused__softmax__to_copy_bmm_masked_fill_4"])
+    assert compiled.families == ["eager"]  # written out and compiled: inductor's kernel is named after the softmax
+    assert classify(["triton_red_fused_mm_t_view_6", "triton_poi_fused_add_1"]).families == []
 
 
 def test_forced_backend_mismatch_is_a_fallback():

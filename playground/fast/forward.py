@@ -9,7 +9,9 @@ Python branch that depends on data, so `torch.compile(fullgraph=True)` traces it
 
 Attention goes through `scaled_dot_product_attention`, so an `sdpa_kernel` context chooses the
 kernel, unless the model was loaded with flash_attention_2: then flash-attn's kernels run (ops.py),
-and a decode step reads only the filled part of the cache. With SDPA, prefill starts at position 0
+and a decode step reads only the filled part of the cache; or with eager: then it is written out as
+transformers' eager attention computes it (`written_attention`), and a compiled step's attention is
+inductor's own kernels, fused with what surrounds them. With SDPA, prefill starts at position 0
 of an empty cache and attends only to the prompt with `is_causal=True` (every SDPA backend takes
 that; a left-padded batch uses a mask, below). A decode step attends to the whole cache with a
 boolean mask of the filled positions. Under a mask, grouped-query heads are handled by folding
@@ -74,6 +76,35 @@ def masked_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
     return out.reshape(batch, heads, n, head_dim)
 
 
+def written_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, visible: torch.Tensor,
+                      scale: float) -> torch.Tensor:
+    """Attention written out as transformers' eager attention computes it: q (batch, heads, n, d) against keys
+    and values (batch, kv_heads, L, d) where `visible` (batch or 1, 1, n, L) allows, softmax in float32:
+    (batch, heads, n, d).
+
+    Compiled, it is no library kernel but inductor's own: at one query row each product is a
+    matrix-vector one, which inductor writes as a multiply-and-reduce over the cache and fuses with the
+    softmax and the rotary of q around it. Each kv head is read through a broadcast view, never repeated.
+    """
+    batch, heads, n, head_dim = q.shape
+    kv_heads, length = keys.shape[1], keys.shape[2]
+    group = heads // kv_heads
+    keys = keys[:, :, None].expand(batch, kv_heads, group, length, head_dim).reshape(batch, heads, length, head_dim)
+    values = values[:, :, None].expand(batch, kv_heads, group, length, head_dim).reshape(batch, heads, length, head_dim)
+    scores = torch.matmul(q, keys.transpose(2, 3)) * scale
+    scores = scores.masked_fill(~visible, float("-inf"))
+    return torch.matmul(scores.softmax(dim=-1, dtype=torch.float32).to(q.dtype), values)
+
+
+def uses_written_attention(config) -> bool:
+    return config._attn_implementation == "eager"
+
+
+def attention_over_cache(config):
+    """The function that attends over a masked cache for a model loaded as `config` says (not flash-attn)."""
+    return written_attention if uses_written_attention(config) else masked_attention
+
+
 def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV,
                    visible: torch.Tensor | None = None) -> torch.Tensor:
     """Store the prompt's k/v at positions [0, seq) and attend causally within the prompt, or where `visible`
@@ -83,6 +114,9 @@ def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: 
     kv.values[:, :, :seq] = v
     if uses_flash_attn(attn.config):
         return fa2_prefill(q, k, v, attn.scaling).transpose(1, 2)
+    if uses_written_attention(attn.config):  # causal within the prompt unless `visible` says otherwise
+        causal = torch.ones(seq, seq, dtype=torch.bool, device=q.device).tril()[None, None]
+        return written_attention(q, k, v, causal if visible is None else visible, attn.scaling)
     if visible is not None:
         return masked_attention(q, k, v, visible, attn.scaling)
     gqa = {"enable_gqa": True} if attn.num_key_value_groups > 1 else {}
@@ -116,7 +150,7 @@ def attend_decode_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     """Store one token's k/v at `pos` (1,) and attend to the cache where `visible`: (batch, heads, 1, d)."""
     kv.keys.index_copy_(2, pos, k)
     kv.values.index_copy_(2, pos, v)
-    return masked_attention(q, kv.keys, kv.values, visible, attn.scaling)
+    return attention_over_cache(attn.config)(q, kv.keys, kv.values, visible, attn.scaling)
 
 
 def attend_decode_flash(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV, pos: torch.Tensor,
@@ -155,7 +189,7 @@ def attend_chunk_sdpa(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
     """Store n tokens' k/v at `positions` (n,) and attend to the cache where `visible` (1, 1, n, cache_len)."""
     kv.keys.index_copy_(2, positions, k)
     kv.values.index_copy_(2, positions, v)
-    return masked_attention(q, kv.keys, kv.values, visible, attn.scaling)
+    return attention_over_cache(attn.config)(q, kv.keys, kv.values, visible, attn.scaling)
 
 
 def chunk_attention(model, state: StaticState, positions: torch.Tensor):

@@ -28,8 +28,9 @@ def _attention_reason(model) -> str | None:
     """The model's attention as loaded (a forced SDPA backend loads plain sdpa) must be one the registry gives fast."""
     attn = getattr(model.config, "_attn_implementation", None)
     if attn not in loads_for("fast"):
-        return (f"the fast backend computes attention with scaled_dot_product_attention or flash-attn, but the model "
-                f"was loaded with attn_implementation={attn}; load it with {listed(taken_by('fast'))}")
+        return (f"the fast backend computes attention written out (eager), with scaled_dot_product_attention or with "
+                f"flash-attn, but the model was loaded with attn_implementation={attn}; load it with "
+                f"{listed(taken_by('fast'))}")
     return None
 
 

@@ -26,10 +26,10 @@ LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "lo
                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
 
 
-def tiny(model_type: str, **overrides):
+def tiny(model_type: str, attn: str = "sdpa", **overrides):
     torch.manual_seed(0)
     config = AutoConfig.for_model(model_type, **{**SMALL, **overrides})
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa").eval()
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn).eval()
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +53,8 @@ def prompt(batch: int, length: int, vocab: int, seed: int = 0) -> torch.Tensor:
 
 def reference(model, ids, new_tokens, **kwargs):
     with torch.inference_mode():
-        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                              max_new_tokens=new_tokens, pad_token_id=0, **kwargs)
+        return model.generate(**{"input_ids": ids, "attention_mask": torch.ones_like(ids), "do_sample": False,
+                                 "max_new_tokens": new_tokens, "pad_token_id": 0, **kwargs})
 
 
 class Collect(BaseStreamer):
@@ -87,6 +87,20 @@ def test_greedy_ids_match_transformers_on_other_architectures(small_models, name
         ids = prompt(batch, length, model.config.vocab_size, seed=length)
         expected = reference(model, ids, 20, min_new_tokens=20)
         got = fast_generate(model, input_ids=ids, max_new_tokens=20, min_new_tokens=20)
+        assert torch.equal(got.sequences, expected)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_written_attention_gives_transformers_eager_ids(batch):
+    """Loaded with eager attention, the fast decoder writes attention out (matmul, float32 softmax, matmul) as
+    transformers' eager attention does: prompt, decode steps and a left-padded batch give its greedy ids."""
+    model = tiny("mistral", attn="eager")
+    for length in (3, 40):
+        ids = prompt(batch, length, model.config.vocab_size, seed=length)
+        mask = torch.ones_like(ids)
+        mask[1:, :length // 2] = 0  # the second row is left-padded to half the prompt
+        expected = reference(model, ids, 20, min_new_tokens=20, attention_mask=mask)
+        got = fast_generate(model, input_ids=ids, attention_mask=mask, max_new_tokens=20, min_new_tokens=20)
         assert torch.equal(got.sequences, expected)
 
 
@@ -232,8 +246,8 @@ def test_unsupported_models_and_settings_are_refused_with_a_reason(llama):
     assert "GPT2LMHeadModel" in unsupported_reason(gpt2)
     with pytest.raises(ValueError, match="GPT2LMHeadModel"):
         fast_generate(gpt2, input_ids=torch.tensor([[1, 2]]), max_new_tokens=2)
-    assert "eager" in unsupported_reason(AutoModelForCausalLM.from_config(
-        AutoConfig.for_model("llama", **SMALL), attn_implementation="eager"))
+    assert "flex_attention" in unsupported_reason(AutoModelForCausalLM.from_config(
+        AutoConfig.for_model("llama", **SMALL), attn_implementation="flex_attention"))
     yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0, "original_max_position_embeddings": 256}
     assert "yarn" in unsupported_reason(tiny("llama", rope_parameters=yarn))
     windowed = tiny("mistral", sliding_window=16)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.fast.forward import argmax_rows, masked_attention
+from playground.fast.forward import argmax_rows, masked_attention, written_attention
 
 
 def rows_with_ties_and_specials(vocab: int, generator: torch.Generator) -> torch.Tensor:
@@ -37,14 +37,14 @@ def test_compiled_two_stage_argmax_equals_argmax_on_cuda():
 
 
 @pytest.mark.parametrize("batch, mask_rows, n", [(3, 3, 5), (2, 1, 4), (2, 2, 1)])
-def test_masked_attention_with_folded_query_heads_equals_repeated_keys(batch, mask_rows, n):
+def test_folded_and_written_attention_equal_sdpa_over_repeated_keys(batch, mask_rows, n):
     g = torch.Generator().manual_seed(n)
     heads, kv_heads, length, d = 8, 2, 11, 16
     q = torch.randn(batch, heads, n, d, generator=g)
     keys, values = (torch.randn(batch, kv_heads, length, d, generator=g) for _ in range(2))
     visible = torch.rand(mask_rows, 1, n, length, generator=g) > 0.4
     visible[..., 0] = True  # every query row sees something
-    got = masked_attention(q, keys, values, visible, 0.25)
     repeated = [t.repeat_interleave(heads // kv_heads, dim=1) for t in (keys, values)]
     expected = torch.nn.functional.scaled_dot_product_attention(q, *repeated, attn_mask=visible, scale=0.25)
-    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(masked_attention(q, keys, values, visible, 0.25), expected)
+    torch.testing.assert_close(written_attention(q, keys, values, visible, 0.25), expected)
