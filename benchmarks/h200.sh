@@ -145,8 +145,9 @@ spread-1b)  # one 1B step compiled by three processes: two cold ones (each tunes
         --model llama-3.2-1b-shape --attn flash_attention_2 --shown 400 >"$out/kernels_1b_$run.txt" 2>&1
   done ;;
 cold-twice-1b)  # two cold compiles of the same 1B step one after the other, each with caches of its own: how far
-  # apart coordinate-descent tuning lands them (each process prints its decode rate after its first call);
-  # KERNELS=fixed: inductor's own launch configs, none timed (the caches go to a temporary folder, not OUTDIR)
+  # apart they land (each process prints its decode rate after its first call); the config's kernel choice (fixed:
+  # inductor's own launch configs, none timed), or KERNELS=tuned: coordinate descent times them (the caches go to
+  # a temporary folder, not OUTDIR)
   unset TORCHINDUCTOR_CACHE_DIR
   caches=$(mktemp -d)
   for run in a b; do

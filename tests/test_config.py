@@ -32,11 +32,12 @@ def test_defaults_are_valid_and_round_trip():
         (dict(prompt="a", backend="fast", cache_impl="static", attn="flex_attention"),
          "takes attn eager, sdpa, sdpa:<backend> or flash_attention_2 only"),
         (dict(prompt="a", backend="fast"), "own static KV cache"),
-        (dict(prompt="a", cache_impl="static", compile="reduce-overhead", kernels="fixed"),
-         "with backend=transformers and compile=reduce-overhead no launch config is timed"),
-        (dict(prompt="a", backend="fast", cache_impl="static", kernels="fixed"), "compile=off no launch config"),
-        (dict(prompt="a", backend="fast", cache_impl="static", compile="aot", kernels="fixed"),
-         "compile=aot no launch config"),
+        (dict(prompt="a", cache_impl="static", compile="reduce-overhead", kernels="tuned"),
+         "with backend=transformers and compile=reduce-overhead the playground times no launch config, so leave it "
+         "at fixed"),
+        (dict(prompt="a", backend="fast", cache_impl="static", kernels="tuned"), "compile=off the playground times no"),
+        (dict(prompt="a", backend="fast", cache_impl="static", compile="aot", kernels="tuned"),
+         "compile=aot the playground times no"),
     ],
 )
 def test_nonsense_is_refused_with_the_reason(fields, message):

@@ -48,17 +48,17 @@ def test_the_cpu_smoke_run_lists_a_decode_step():
                           "8"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "kernels per step" in out.stdout and "by kernel, costliest first" in out.stdout
-    assert "kernels=tuned" in out.stdout  # the kernel choice's default, named in the header
+    assert "kernels=fixed" in out.stdout  # the kernel choice's default, named in the header
     assert "no kernel has inductor's byte count" in out.stdout  # eager CPU ops: no bandwidth is made up
 
 
 def test_the_cpu_smoke_run_lists_a_verify_step_on_request():
-    args = ["--new-tokens", "4", "--prompt-tokens", "8", "--kernels", "fixed"]
+    args = ["--new-tokens", "4", "--prompt-tokens", "8", "--kernels", "tuned"]
     runs = {verify: subprocess.run([sys.executable, "-m", "benchmarks.decode_kernels", *args, *verify],
                                    capture_output=True, text=True, timeout=600) for verify in ((), ("--verify", "3"))}
     for out in runs.values():
         assert out.returncode == 0, out.stderr[-2000:]
     assert "verify step of 3 drafts" in runs[("--verify", "3")].stdout and "decode step" in runs[()].stdout
-    assert all("kernels=fixed" in out.stdout for out in runs.values())
+    assert all("kernels=tuned" in out.stdout for out in runs.values())
     ops = {verify: int(out.stdout.split(" kernels per step")[0].rsplit(" ", 1)[-1]) for verify, out in runs.items()}
     assert ops[("--verify", "3")] != ops[()]  # another step was profiled, not the decode step again

@@ -21,7 +21,7 @@ def test_artifacts_are_kept_per_graph_setting_not_per_prompt(monkeypatch, tmp_pa
     assert warm.artifact_path(base.replace(prompt="another prompt", new_tokens=7), "cpu") == path
     assert warm.artifact_path(base.replace(dtype="bf16"), "cpu") != path
     fast = base.replace(backend="fast")
-    assert warm.artifact_path(fast.replace(kernels="fixed"), "cpu") != warm.artifact_path(fast, "cpu")
+    assert warm.artifact_path(fast.replace(kernels="tuned"), "cpu") != warm.artifact_path(fast, "cpu")
     batch = base.replace(batch_size=4)
     assert warm.artifact_path(batch.replace(length_spread_pct=30), "cpu") != warm.artifact_path(batch, "cpu")
     assert warm.artifact_path(batch.replace(length_spread_pct=30), "cpu") == warm.artifact_path(

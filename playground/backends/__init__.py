@@ -25,7 +25,7 @@ class Entry:
     module: str  # the module that implements `Backend`, imported by `get`
     static_cache_only: bool = False  # decodes from its own static KV cache: needs use_cache on, cache_impl=static
     compiles_ahead: bool = False  # takes compile=aot: its decode step exported and compiled ahead of time
-    tunes_kernels: bool = False  # its torch.compile'd steps time kernels' launch configs: takes kernels=fixed
+    tunes_kernels: bool = False  # its torch.compile'd steps can time kernels' launch configs: takes kernels=tuned
 
 
 REGISTRY: dict[str, Entry] = {e.name: e for e in (

@@ -59,8 +59,10 @@ def kernel_choice(kernels: str) -> Iterator[None]:
     stops follows the timing noise: per projection, cold compiles in separate processes landed up to 38%
     apart (results/h100/2026-12-07-tuning-spread-and-kv-append/). "fixed": inductor's deterministic mode
     times nothing and keeps its own first config for each kernel, the same in every compile (there within
-    1%, at the same speed a layer, the 1B head 11% slower). Like an `sdpa_kernel` context, the choice is
-    part of each compiled step's key.
+    1%, at the same speed a layer, the 1B head 11% slower). Whole 1B steps on the H100: two fixed compiles
+    0.4% apart, two tuned ones 12.7%, on either side of fixed; the 8B step 2.6% slower fixed than tuned; each
+    cold compile 13-30 s shorter (results/h100/2026-12-07-fixed-kernels-default/). Like an `sdpa_kernel`
+    context, the choice is part of each compiled step's key.
     """
     if kernels not in KERNELS:
         raise ValueError(f"kernels={kernels!r} is not one of: {', '.join(KERNELS)}")
@@ -80,7 +82,8 @@ def fixed_kernels_reason() -> str | None:
     """Why this torch cannot fix the kernels (no inductor deterministic mode), or None."""
     if hasattr(torch._inductor.config, "deterministic"):
         return None
-    return f"kernels=fixed needs inductor's deterministic mode, which torch {torch.__version__} does not have"
+    return (f"kernels=fixed needs inductor's deterministic mode, which torch {torch.__version__} does not have: "
+            "choose kernels=tuned, or a torch that has it")
 
 
 def decode_compile_options(compile_mode: str, dtype: torch.dtype) -> dict:

@@ -274,9 +274,10 @@ def test_decode_step_compiles_with_pdl_unless_the_user_turns_it_off(monkeypatch)
 def test_fixed_kernels_compile_in_inductors_deterministic_mode_as_steps_of_their_own(llama):
     """Under kernel_choice("fixed") nothing is timed: the same projections rewritten as reductions, each keeping
     inductor's own first launch config; a step compiled under one choice is never replayed under the other."""
-    tuned = decode_compile_options("reduce-overhead", torch.bfloat16)
-    with kernel_choice("fixed"):
-        fixed = decode_compile_options("reduce-overhead", torch.bfloat16)
+    assert KERNELS[0] == "fixed"  # the default: steps compiled outside any kernel_choice
+    fixed = decode_compile_options("reduce-overhead", torch.bfloat16)
+    with kernel_choice("tuned"):
+        tuned = decode_compile_options("reduce-overhead", torch.bfloat16)
     assert "deterministic" not in tuned and fixed == {**tuned, "deterministic": True}
     assert hasattr(torch._inductor.config, "deterministic")  # an inductor option torch.compile takes
     state = fast_generate(llama, input_ids=prompt(1, 5, llama.config.vocab_size), max_new_tokens=2).past_key_values
