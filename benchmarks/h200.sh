@@ -4,7 +4,8 @@
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | step-overhead | spec-fast
 #          | spec-trained
-#          | batch-8b | batch-8b-padded | warm | warm-1b | spread-1b | cold-twice-1b | tuning-spread-1b | tuning-spread-8b
+#          | batch-8b | batch-8b-padded | warm | warm-1b | spread-1b | compile-spread-1b | compile-spread-8b
+#          | tuning-spread-1b | tuning-spread-8b
 #          | precompile-8b | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
 # Each stage writes JSONL records (one per run) or a log into OUTDIR; plots come from scripts/plot_results.py.
 set -uo pipefail
@@ -144,16 +145,11 @@ spread-1b)  # one 1B step compiled by three processes: two cold ones (each tunes
     TORCHINDUCTOR_CACHE_DIR=$caches/${run#*-} TRITON_CACHE_DIR=$caches/${run#*-}/triton python3 -m benchmarks.decode_kernels \
         --model llama-3.2-1b-shape --attn flash_attention_2 --shown 400 >"$out/kernels_1b_$run.txt" 2>&1
   done ;;
-cold-twice-1b)  # two cold compiles of the same 1B step one after the other, each with caches of its own: how far
-  # apart they land (each process prints its decode rate after its first call); the config's kernel choice (fixed:
-  # inductor's own launch configs, none timed), or KERNELS=tuned: coordinate descent times them (the caches go to
-  # a temporary folder, not OUTDIR)
-  unset TORCHINDUCTOR_CACHE_DIR
-  caches=$(mktemp -d)
-  for run in a b; do
-    PLAYGROUND_COMPILE_CACHE=$caches/$run TRITON_CACHE_DIR=$caches/$run/triton python3 -m playground warm \
-        llama-3.2-1b-shape "${fast_row[@]}" ${KERNELS:+--kernels "$KERNELS"} 2>&1 | tee "$out/cold_${KERNELS:+${KERNELS}_}$run.txt"
-  done ;;
+compile-spread-1b|compile-spread-8b)  # two cold compiles of the same step per kernel choice, each process with caches
+  # of its own, timing 3 repeats after its compile: how far apart their median steps land (the target: within 3%)
+  model=llama-3.2-1b-shape; [[ $stage == compile-spread-8b ]] && model=llama-3.1-8b-shape
+  python3 -m benchmarks.compile_spread --model $model --attn flash_attention_2 --processes "${SPREAD_PROCESSES:-2}" \
+        --output "$out/compile_spread_${model%-shape}.json" 2>&1 | tee "$out/compile_spread_${model%-shape}.txt" ;;
 tuning-spread-1b|tuning-spread-8b)  # each projection compiled cold in several processes per coordinate-descent setting
   model=llama-3.2-1b-shape; [[ $stage == tuning-spread-8b ]] && model=llama-3.1-8b-shape
   python3 -m benchmarks.tuning_spread --model $model ${SPREAD_SETTINGS:+--settings $SPREAD_SETTINGS} \

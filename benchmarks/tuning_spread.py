@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch._dynamo.utils import counters
 
-from benchmarks import write_json
+from benchmarks import cold_caches_env, spread, write_json
 from benchmarks.quant_matmul import shapes, time_us
 from playground.fast.generate import decode_compile_options, kernel_choice
 from playground.record import environment
@@ -127,7 +126,7 @@ def child(model: str, setting: str, projections: list[str], flush_mb: int) -> di
 def run_cold(args, setting: str) -> dict:
     """One child process with caches of its own; its result, or {"failed": reason}."""
     with tempfile.TemporaryDirectory() as caches:
-        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=caches, TRITON_CACHE_DIR=os.path.join(caches, "triton"))
+        env = cold_caches_env(caches)
         try:
             done = subprocess.run([sys.executable, "-m", "benchmarks.tuning_spread", "--child", setting,
                                    "--model", args.model, "--projections", args.projections,
@@ -138,11 +137,6 @@ def run_cold(args, setting: str) -> dict:
     if done.returncode != 0:
         return {"failed": (done.stderr or done.stdout).strip().splitlines()[-1:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def spread(times: list[float]) -> float:
-    """Slowest over fastest, minus one: 0.1 is 10% apart."""
-    return max(times) / min(times) - 1
 
 
 def summary_rows(results: dict[str, list[dict]], projections: list[str]) -> list[dict]:
