@@ -330,6 +330,13 @@ def comparisons() -> dict[str, Comparison]:
                    "on a trained model. Needs a CUDA GPU and gemlite; elsewhere B says why.",
                    _column(**fast_fp16), _column(**fast_fp16, quant="int4-gemlite"),
                    dict(warmup=1, new_tokens=128)),)
+    kernel_choice = () if not compiles else (  # uncompiled steps time nothing: there is no choice to make
+        Comparison("Kernel choice, fast backend: fixed vs tuned",
+                   "Tuned times launch configs for each kernel while compiling, so where it lands follows the "
+                   "timing noise: two compiles of the 1B shape landed 12.7% apart on an H100, fixed ones 0.4%. "
+                   "Compare the first call (tuning costs compile time) and decode throughput; a new process draws "
+                   "tuned again.",
+                   _column(**fast), _column(**fast, kernels="tuned"), dict(warmup=1, new_tokens=128)),)
     split = () if zero_gpu_available() else (  # a ZeroGPU visitor gets one device
         Comparison("Split: one device vs tensor parallel",
                    "B shards every layer over 2 processes (transformers' tensor parallel: NCCL between 2 GPUs, gloo "
@@ -337,4 +344,4 @@ def comparisons() -> dict[str, Comparison]:
                    "layer. At batch 1 the exchanges can cost more than the halved reads save: the record gives the "
                    "time in collectives per step and each rank's memory. Needs 2 GPUs on a GPU host.",
                    _column(), _column(parallel="tp", devices=2), dict(new_tokens=64)),)
-    return {c.name: c for c in (*items, *captured, *split, *speculation.comparisons())}
+    return {c.name: c for c in (*items, *captured, *kernel_choice, *split, *speculation.comparisons())}

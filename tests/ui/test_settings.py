@@ -6,7 +6,7 @@ import pytest
 
 from playground import capabilities
 from playground.presets import DEFAULT_MODEL, PRESETS
-from playground.ui.settings import SharedSettings, check_column, comparisons, context_of
+from playground.ui.settings import SharedSettings, check_column, comparisons, context_of, make_config
 
 
 def gpu_host(flash_attn: str | None) -> capabilities.Host:
@@ -25,6 +25,17 @@ def test_fast_backend_preset_takes_flash_attn_where_it_runs(monkeypatch, tmp_pat
     assert (preset.a.backend, preset.a.attn) == ("transformers", "sdpa")
     assert (preset.b.backend, preset.b.attn, preset.b.compile) == ("fast", expected, "reduce-overhead")
     assert ("flash_attention_2" in preset.note) == (expected == "flash_attention_2")
+
+
+def test_kernel_choice_preset_compiles_the_fast_step_both_ways_where_steps_compile(monkeypatch):
+    monkeypatch.setattr(capabilities, "host", lambda: gpu_host(None))
+    preset = comparisons()["Kernel choice, fast backend: fixed vs tuned"]
+    assert (preset.a.kernels, preset.b.kernels) == ("fixed", "tuned")
+    shared = SharedSettings(model=DEFAULT_MODEL, **preset.workload(context_of(DEFAULT_MODEL)))
+    configs = [make_config(shared, column) for column in (preset.a, preset.b)]  # the config refuses neither
+    assert {(c.backend, c.compile) for c in configs} == {("fast", "reduce-overhead")}
+    monkeypatch.setattr(capabilities, "host", lambda: capabilities.Host(False, "cpu", None, False, {}))
+    assert "Kernel choice, fast backend: fixed vs tuned" not in comparisons()  # nothing compiled, nothing tuned
 
 
 def test_fast_backend_preset_on_cpu_runs_eager_with_sdpa():
