@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import cold_caches_env, spread, write_json
+from benchmarks import add_fast_step_arguments, cold_caches_env, spread, write_json
 from playground.config import KERNELS
 from playground.record import environment
 
@@ -74,15 +74,10 @@ def summary(results: dict[str, list[dict]]) -> dict[str, dict]:
 def main() -> None:
     cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="llama-3.2-1b-shape" if cuda else "tiny-random-llama")
-    parser.add_argument("--attn", default="sdpa", help="the fast backend's attention, as the attention setting takes it")
-    parser.add_argument("--dtype", default="bf16" if cuda else "fp32")
-    parser.add_argument("--compile", default="reduce-overhead" if cuda else "off")
+    add_fast_step_arguments(parser, cuda)
     parser.add_argument("--kernels", default=",".join(KERNELS), help=f"comma-separated, from: {', '.join(KERNELS)}")
     parser.add_argument("--processes", type=int, default=2, help="cold compiles per kernel choice")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--prompt-tokens", type=int, default=512)
-    parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--child-timeout-s", type=int, default=600)
     parser.add_argument("--output", help="also write every process's figures and the environment as JSON here")
     args = parser.parse_args()

@@ -34,6 +34,7 @@ from collections import Counter
 
 import torch
 
+from benchmarks import add_fast_step_arguments
 from playground.config import KERNELS
 from playground.fast.generate import compiled_steps, fast_generate, kernel_choice
 from playground.fast.speculative import compiled_verify
@@ -131,12 +132,7 @@ def print_step(label: str, us: Counter, launches: Counter, last: list, shown: in
 def main() -> None:
     cuda = torch.cuda.is_available()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="llama-3.2-1b-shape" if cuda else "tiny-random-llama")
-    parser.add_argument("--attn", default="sdpa", help="eager, sdpa or flash_attention_2 (needs flash-attn), as the attention setting takes them")
-    parser.add_argument("--dtype", default="bf16" if cuda else "fp32")
-    parser.add_argument("--compile", default="reduce-overhead" if cuda else "off")
-    parser.add_argument("--prompt-tokens", type=int, default=512)
-    parser.add_argument("--new-tokens", type=int, default=256)
+    add_fast_step_arguments(parser, cuda)
     parser.add_argument("--shown", type=int, default=24, help="kernels listed from the start of the step")
     parser.add_argument("--verify", type=int, default=0, metavar="K",
                         help="profile the speculative verify step of K drafts instead of a decode step")
