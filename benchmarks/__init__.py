@@ -33,8 +33,9 @@ def add_fast_step_arguments(parser: argparse.ArgumentParser, cuda: bool) -> None
     """The fast step a benchmark runs: model, attention, dtype, compile mode and lengths, defaulting to the 1B shape
     compiled in bf16 on CUDA, and to the tiny preset, eager in fp32, elsewhere (a smoke test)."""
     parser.add_argument("--model", default="llama-3.2-1b-shape" if cuda else "tiny-random-llama")
-    parser.add_argument("--attn", default="sdpa", help="the fast backend's attention, as the attention setting takes it "
-                                                       "(flash_attention_2 needs flash-attn)")
+    parser.add_argument("--attn", default="sdpa",
+                        help="the fast backend's attention, as the attention setting takes it (flash_attention_2 needs "
+                             "flash-attn)")
     parser.add_argument("--dtype", default="bf16" if cuda else "fp32")
     parser.add_argument("--compile", default="reduce-overhead" if cuda else "off")
     parser.add_argument("--prompt-tokens", type=int, default=512)
