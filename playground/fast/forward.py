@@ -82,9 +82,11 @@ def written_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     and values (batch, kv_heads, L, d) where `visible` (batch or 1, 1, n, L) allows, softmax in float32:
     (batch, heads, n, d).
 
-    Compiled, it is no library kernel but inductor's own: at one query row each product is a
-    matrix-vector one, which inductor writes as a multiply-and-reduce over the cache and fuses with the
-    softmax and the rotary of q around it. Each kv head is read through a broadcast view, never repeated.
+    The article's eager row on the fast backend. Compiled, it is no library kernel but inductor's own: at
+    one query row each product is a matrix-vector one, which inductor writes as a multiply-and-reduce over
+    the cache, fused with the softmax and the rotary of q around it (five kernels a layer on the 1B shape).
+    Each kv head is read through a broadcast view, never repeated. No speed lever: alone it took longer
+    than flash-attn's decode kernel at every length measured (results/h100/2026-12-07-fixed-kernels-default/).
     """
     batch, heads, n, head_dim = q.shape
     kv_heads, length = keys.shape[1], keys.shape[2]
