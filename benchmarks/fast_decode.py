@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from benchmarks import write_json
-from playground.config import RunConfig
+from playground.config import KERNELS, ConfigError, RunConfig
 from playground.engine import run
 from playground.metrics import first_difference
 from playground.record import environment
@@ -65,7 +65,7 @@ def measure(config: RunConfig) -> Row:
     row.top_kernels, row.gpu_busy_pct = record.decode_top_kernels, record.gpu_busy_pct
     if config.backend == "fast":
         decode_kernels = ", ".join(record.attn_families.get("decode", [])) or "not profiled"
-        row.note = f"compile={config.compile}; decode attention: {decode_kernels}" + (
+        row.note = f"compile={config.compile}, kernels {config.kernels}; decode attention: {decode_kernels}" + (
             f"; FALLBACK: {record.fallback}" if record.fallback else "")
     else:
         row.note = f"static cache, compile={config.compile}"
@@ -118,6 +118,8 @@ def main() -> None:
                         help="comma-separated attention for the fast decoder: sdpa (torch picks the kernel), "
                              "sdpa:<flash|efficient|cudnn|math> (gpt-fast decodes with math, which inductor fuses), "
                              "flash_attention_2 (flash-decoding over the filled cache only)")
+    parser.add_argument("--kernels", choices=KERNELS, default=KERNELS[0],
+                        help="the fast rows' kernel choice, as the kernel-choice setting takes it")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
@@ -141,12 +143,17 @@ def main() -> None:
             config = RunConfig(model=model, device=device, dtype=dtype, attn="sdpa", cache_impl="static",
                                compile=args.compile, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
                                repeats=args.repeats, warmup=1)
+            try:  # before any run: e.g. kernels=tuned where nothing compiles has nothing to time
+                fast_configs = [config.replace(backend="fast", attn=attn, kernels=args.kernels)
+                                for attn in args.fast_attn.split(",")]
+            except ConfigError as exc:
+                parser.error(str(exc))
             base = None
             if not args.no_transformers:
                 base = measure(config)
                 keep(base)
-            for attn in args.fast_attn.split(","):
-                fast = measure(config.replace(backend="fast", attn=attn))
+            for fast_config in fast_configs:
+                fast = measure(fast_config)
                 if base is not None:
                     compare(base, fast)
                 keep(fast)
