@@ -1,8 +1,8 @@
 """A warm start for compiled runs: what torch.compile built, saved after a cold compile and loaded before the next.
 
-A compiled run's first call traces the model, generates code and tunes kernels (the fast backend's
-coordinate-descent tuning): minutes on an 8B model, and the tuning can land on different kernels each
-time. torch serializes what its caches built (inductor's FX graphs, AOTAutograd entries, autotuning
+A compiled run's first call traces the model, generates code and, with the fast backend's kernel choice
+tuned, tunes kernels (coordinate descent): minutes on an 8B model, and the tuning can land on different
+kernels each time. torch serializes what its caches built (inductor's FX graphs, AOTAutograd entries, autotuning
 results: `torch.compiler.save_cache_artifacts`) and hot-loads them in another process
 (`load_cache_artifacts`), which then skips code generation and tuning and runs the same kernels.
 
