@@ -218,6 +218,10 @@ class RunConfig:
                               f"reduce-overhead or max-autotune); with backend={self.backend} and "
                               f"compile={self.compile} the playground times no launch config, so leave it at "
                               f"{KERNELS[0]}")
+        if self.kernels == "fixed" and self.compile == "max-autotune" and backends.REGISTRY[self.backend].tunes_kernels:
+            raise ConfigError("compile=max-autotune times kernels while compiling and kernels=fixed times none: "
+                              "choose kernels=tuned to autotune, or compile=reduce-overhead for the same CUDA graphs "
+                              "with fixed kernels")
         if backends.REGISTRY[self.backend].static_cache_only and not (self.use_cache and self.cache_impl == "static"):
             raise ConfigError(f"backend={self.backend} always decodes from its own static KV cache: set use_cache on "
                               "and cache_impl=static")

@@ -38,6 +38,8 @@ def test_defaults_are_valid_and_round_trip():
         (dict(prompt="a", backend="fast", cache_impl="static", kernels="tuned"), "compile=off the playground times no"),
         (dict(prompt="a", backend="fast", cache_impl="static", compile="aot", kernels="tuned"),
          "compile=aot the playground times no"),
+        (dict(prompt="a", backend="fast", cache_impl="static", compile="max-autotune"),
+         "max-autotune times kernels while compiling and kernels=fixed times none"),
     ],
 )
 def test_nonsense_is_refused_with_the_reason(fields, message):
