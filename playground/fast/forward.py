@@ -110,15 +110,14 @@ def attention_over_cache(config):
 def attend_prefill(attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: LayerKV,
                    visible: torch.Tensor | None = None) -> torch.Tensor:
     """Store the prompt's k/v at positions [0, seq) and attend causally within the prompt, or where `visible`
-    (batch, 1, seq, seq) says for left-padded rows: (batch, heads, seq, d)."""
+    (batch or 1, 1, seq, seq; `prompt_mask`) says: (batch, heads, seq, d)."""
     seq = q.shape[2]
     kv.keys[:, :, :seq] = k
     kv.values[:, :, :seq] = v
     if uses_flash_attn(attn.config):
         return fa2_prefill(q, k, v, attn.scaling).transpose(1, 2)
-    if uses_written_attention(attn.config):  # causal within the prompt unless `visible` says otherwise
-        causal = torch.ones(seq, seq, dtype=torch.bool, device=q.device).tril()[None, None]
-        return written_attention(q, k, v, causal if visible is None else visible, attn.scaling)
+    if uses_written_attention(attn.config):  # `visible` given (`prompt_mask`): it takes no causal flag
+        return written_attention(q, k, v, visible, attn.scaling)
     if visible is not None:
         return masked_attention(q, k, v, visible, attn.scaling)
     gqa = {"enable_gqa": True} if attn.num_key_value_groups > 1 else {}
@@ -132,10 +131,23 @@ def padded_prompt_mask(state: StaticState, seq: int) -> torch.Tensor:
     would carry into the cache, and masked-out slots still enter the product (0 * NaN is NaN).
     """
     columns = torch.arange(seq, device=state.start.device)
-    causal = columns[None, :] <= columns[:, None]  # (query, key)
     in_prompt = columns[None, None, :] >= state.start[:, None, None]  # (batch, 1, key)
     itself = columns[None, :] == columns[:, None]
-    return ((causal & in_prompt) | itself)[:, None]
+    return ((causal_mask(seq, state.start.device) & in_prompt) | itself)[:, None]
+
+
+def causal_mask(seq: int, device: torch.device) -> torch.Tensor:
+    """(seq, seq) bool, (query, key): each prompt position sees itself and those before it."""
+    columns = torch.arange(seq, device=device)
+    return columns[None, :] <= columns[:, None]
+
+
+def prompt_mask(model, state: StaticState, seq: int) -> torch.Tensor | None:
+    """What prefill's attention is masked with, built once for every layer: each left-padded row's own prompt,
+    else plain causal for attention written out, else None (the kernels' own causal flag)."""
+    if state.padded:
+        return padded_prompt_mask(state, seq)
+    return causal_mask(seq, state.pos.device)[None, None] if uses_written_attention(model.config) else None
 
 
 def rope_at(state: StaticState, columns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -273,7 +285,7 @@ def prefill(model, state: StaticState, input_ids: torch.Tensor, sample: bool) ->
     seq = input_ids.shape[1]
     state.tokens[:, :seq] = input_ids
     cos, sin = rope_at(state, torch.arange(seq, device=state.pos.device))
-    attend = functools.partial(attend_prefill, visible=padded_prompt_mask(state, seq)) if state.padded else attend_prefill
+    attend = functools.partial(attend_prefill, visible=prompt_mask(model, state, seq))
     x = run_layers(model, state, model.model.embed_tokens(input_ids), cos, sin, attend)
     logits = last_logits(model, x)
     last = state.pos.new_full((1,), seq - 1)  # a tensor, so a compiled prefill stays generic in seq
