@@ -38,6 +38,7 @@ from benchmarks import add_fast_step_arguments
 from playground.config import KERNELS
 from playground.fast.generate import compiled_steps, fast_generate, kernel_choice
 from playground.fast.speculative import compiled_verify
+from playground.hardware import memory_bandwidth_gb_s
 from playground.kernels import top_kernels
 from playground.loader import MODELS
 
@@ -90,8 +91,16 @@ def bandwidth(gb: float | None, us_per_launch: float) -> str:
     return f"{gb / us_per_launch * 1e3:5.2f} TB/s" if gb and us_per_launch > 0 else "      -   "
 
 
-def print_bandwidth_summary(us: Counter, launches: Counter, gb: dict[str, float]) -> None:
-    """What the kernels with a byte count move per step together, and at what rate."""
+def roofline_step_us(span_us: float, us: Counter, launches: Counter, gb: dict[str, float], gb_s: float) -> float:
+    """The step's span had every kernel with a byte count moved its bytes at `gb_s`, every other kernel and gap as
+    measured: the most that faster projections alone could buy, before fusing or dropping the rest."""
+    counted = [name for name in us if gb.get(name)]
+    return span_us - sum(us[name] for name in counted) + sum(gb[name] * launches[name] for name in counted) / gb_s * 1e6
+
+
+def print_bandwidth_summary(us: Counter, launches: Counter, gb: dict[str, float], span_us: float,
+                            gb_s: float | None) -> None:
+    """What the kernels with a byte count move per step together, at what rate, and the step at `gb_s`."""
     counted = [name for name in us if gb.get(name)]
     if not counted:
         print("\nno kernel has inductor's byte count (library kernels, a CPU run, or a step loaded from disk)")
@@ -100,10 +109,14 @@ def print_bandwidth_summary(us: Counter, launches: Counter, gb: dict[str, float]
     step_us = sum(us[name] for name in counted)
     print(f"\ninductor's kernels with a byte count: {step_us:.1f} of {sum(us.values()):.1f} µs a step, "
           f"{step_gb * 1e3:.1f} MB a step, {bandwidth(step_gb, step_us).strip()} together")
+    if gb_s:
+        ceiling = roofline_step_us(span_us, us, launches, gb, gb_s)
+        print(f"at this card's copy bandwidth ({gb_s / 1e3:.2f} TB/s) they would take {step_gb / gb_s * 1e6:.1f} µs: "
+              f"the step, every other kernel and gap as measured, {ceiling:.1f} µs ({1e6 / ceiling:.0f} steps/s)")
 
 
 def print_step(label: str, us: Counter, launches: Counter, last: list, shown: int,
-               gb: dict[str, float] | None = None) -> None:
+               gb: dict[str, float] | None = None, gb_s: float | None = None) -> None:
     span = last[-1].time_range.end - last[0].time_range.start
     busy = sum(e.time_range.elapsed_us() for e in last)
     print(f"{label}: {sum(launches.values())} kernels per step, {sum(us.values()):.1f} µs of kernel time per step")
@@ -126,7 +139,7 @@ def print_step(label: str, us: Counter, launches: Counter, last: list, shown: in
         per_launch = per_step / launches[name]
         print(f"  {per_step:8.1f} µs  x{launches[name]:<3d} {per_launch:7.1f}  {bandwidth(gb.get(name), per_launch)}  "
               f"{name[:100]}{'  ' + shapes[name] if shapes.get(name) else ''}")
-    print_bandwidth_summary(us, launches, gb)
+    print_bandwidth_summary(us, launches, gb, span, gb_s)
 
 
 def main() -> None:
@@ -176,7 +189,7 @@ def profile_step(model, ids: torch.Tensor, args: argparse.Namespace) -> None:
     what = f"verify step of {args.verify} drafts" if args.verify else "decode step"
     print_step(f"{args.model} {args.dtype} {args.attn} compile={args.compile} kernels={args.kernels}, "
                f"prompt {args.prompt_tokens}, {what}",
-               *step_events(prof, device, steps), args.shown, inductor_kernel_gb())
+               *step_events(prof, device, steps), args.shown, inductor_kernel_gb(), memory_bandwidth_gb_s())
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ import sys
 from collections import Counter
 from types import ModuleType, SimpleNamespace
 
+import pytest
 from torch._inductor.codecache import PyCodeCache
 
-from benchmarks.decode_kernels import bandwidth, inductor_kernel_gb, launch_shape, print_bandwidth_summary
+from benchmarks.decode_kernels import (bandwidth, inductor_kernel_gb, launch_shape, print_bandwidth_summary,
+                                      roofline_step_us)
 
 # what the profiler's Kineto layer writes for a CUDA kernel (torch.profiler's `metadata_json`, chrome trace args)
 KERNEL_METADATA = ('"queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": 1432, '
@@ -39,8 +41,15 @@ def test_each_kernel_inductor_counted_bytes_for_gets_a_bandwidth(monkeypatch, ca
     assert bandwidth(None, 6.3).strip() == "-"
     us = Counter({"triton_red_fused_mm_0": 16 * 6.3, "triton_poi_fused_1": 16 * 1.0, "flash_fwd": 16 * 9.0})
     launches = Counter({"triton_red_fused_mm_0": 16, "triton_poi_fused_1": 16, "flash_fwd": 16})
-    print_bandwidth_summary(us, launches, gb)
-    assert "100.8 of 260.8 µs a step, 201.6 MB a step, 2.00 TB/s together" in capsys.readouterr().out
+    print_bandwidth_summary(us, launches, gb, 250.0, None)
+    out = capsys.readouterr().out
+    assert "100.8 of 260.8 µs a step, 201.6 MB a step, 2.00 TB/s together" in out
+    assert "copy bandwidth" not in out  # no measured bandwidth (a CPU run): no ceiling made up
+    # at 4 TB/s the counted kernel's 201.6 MB take 50.4 µs in place of 100.8; the rest of the 250 µs span stays
+    assert roofline_step_us(250.0, us, launches, gb, 4000.0) == pytest.approx(250.0 - 100.8 + 50.4)
+    print_bandwidth_summary(us, launches, gb, 250.0, 4000.0)
+    assert "(4.00 TB/s) they would take 50.4 µs: the step, every other kernel and gap as measured, 199.6 µs (5010 " \
+           "steps/s)" in capsys.readouterr().out
 
 
 def test_the_cpu_smoke_run_lists_a_decode_step():
