@@ -3,7 +3,7 @@
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
 #   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | step-overhead | spec-fast
-#          | spec-trained
+#          | spec-trained | gemv-bf16
 #          | batch-8b | batch-8b-padded | warm | warm-1b | spread-1b | compile-spread-1b | compile-spread-8b
 #          | tuning-spread-1b | tuning-spread-8b
 #          | precompile-8b | cold-8b | warm-8b | batch-8b-warm | batch-8b-anchor | limit-8b | tp-8b | tp-70b (these two on several GPUs)
@@ -101,6 +101,11 @@ step-overhead)  # what a compiled step's call costs the host, plain and with gem
 quant-matmul)  # each weight format's batch-1 projection alone
   python3 -m benchmarks.quant_matmul --model llama-3.1-8b-shape \
         2>&1 | tee "$out/quant_matmul_8b.txt" ;;
+gemv-bf16)  # each bf16 projection alone: the step's compiled kernels (fixed, tuned), cuBLAS, a plain Triton GEMV
+  # over block shapes; whether any launch config reads the 1B shape's 2048-wide rows near the card's bandwidth
+  for model in llama-3.2-1b-shape llama-3.1-8b-shape; do
+    python3 -m benchmarks.gemv_bf16 --model $model 2>&1 | tee "$out/gemv_bf16_${model%-shape}.txt"
+  done ;;
 spec-fast)  # the fast backend's compiled verify step under prompt lookup, and with the draft's steps on the shipped pair
   python3 -m benchmarks.speculative --backend fast --compile reduce-overhead --dtype bf16 --draft-tokens 4 \
         --rounds 3 --prompts 4 2>&1 | tee "$out/speculative_fast.txt" ;;
