@@ -8,7 +8,10 @@ same model object for sdpa rows; a flash_attention_2 row reloads the model with 
 and the random-weight presets are seeded, so its weights are the same) and the same prompt, and
 the table gives decode tok/s, % of that roofline, cold start (compile + graph capture, the
 engine's `compile_s`), the ratio fast / transformers and whether greedy ids agree (else the first
-differing position).
+differing position). With `--gpt-fast DIR`, pytorch-labs/gpt-fast (its model.py and generate.py from DIR, never copied)
+runs first on each model's shape as the anchor row, in a process of its own with compile caches of its own
+(`benchmarks.gpt_fast_anchor`), and the fast rows get the ratio fast / gpt-fast. Its weights are random ones of
+its own, so its greedy ids are not compared.
 
 Both rows are engine runs (`run(config)` and `run(config.replace(backend="fast"))`), so timing,
 cold start and the profiler's kernel proof are the engine's: a device synchronize before every
@@ -16,17 +19,22 @@ clock read, decode tok/s = (n - 1) / (t_last - t_first), warm-up (and compile) r
 
     python -m benchmarks.fast_decode --model llama-3.1-8b-shape,llama-3.2-1b-shape   # CUDA: bf16, compiled
     python -m benchmarks.fast_decode --dtype bf16,fp32     # fp32 row: greedy ids should agree exactly
+    python -m benchmarks.fast_decode --gpt-fast ../shared/anchors/gpt-fast --no-transformers   # gpt-fast anchor
     python -m benchmarks.fast_decode                       # CPU: tiny preset, fp32, no compile (a smoke test)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass, field
 
 import torch
 
-from benchmarks import write_json
+from benchmarks import cold_caches_env, write_json
 from playground.config import KERNELS, ConfigError, RunConfig
 from playground.engine import run
 from playground.metrics import first_difference
@@ -36,7 +44,7 @@ from playground.record import environment
 @dataclass
 class Row:
     model: str
-    backend: str  # "transformers" or "fast"
+    backend: str  # "transformers", "fast" or "gpt-fast"
     dtype: str
     attn: str
     decode_tok_s: float | None = None
@@ -46,6 +54,7 @@ class Row:
     gpu_busy_pct: float | None = None
     cold_start_s: float | None = None
     ratio: float | None = None
+    vs_gpt_fast: float | None = None
     ids_match: str = ""
     note: str = ""
     ids: list[int] = field(default_factory=list, repr=False)
@@ -72,6 +81,33 @@ def measure(config: RunConfig) -> Row:
     return row
 
 
+def measure_gpt_fast(folder: str, model: str, dtype: str, args: argparse.Namespace) -> Row:
+    """gpt-fast on the model's shape, in a new process with compile caches of its own: its first call is a cold
+    compile, and its inductor settings (set by its generate.py on import) stay out of the other rows."""
+    compile_ = "off" if args.compile == "off" else "reduce-overhead"  # the one mode its generate.py compiles with
+    row = Row(model, "gpt-fast", dtype, "sdpa:math")
+    command = [sys.executable, "-m", "benchmarks.gpt_fast_anchor", "--gpt-fast", folder, "--model", model,
+               "--dtype", dtype, "--compile", compile_, "--prompt-tokens", str(args.prompt_tokens),
+               "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats)]
+    with tempfile.TemporaryDirectory() as caches:
+        try:
+            done = subprocess.run(command, env=cold_caches_env(caches), capture_output=True, text=True,
+                                  timeout=args.child_timeout_s)
+        except subprocess.TimeoutExpired:
+            row.note = f"failed: no result within {args.child_timeout_s} s"
+            return row
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        row.note = "failed: " + ((done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return row
+    result = json.loads(lines[-1])
+    row.decode_tok_s, row.decode_tok_s_std = result["decode_tok_s"], result["decode_tok_s_std"]
+    row.roofline_pct, row.cold_start_s, row.ids = result["roofline_pct"], result["first_call_s"], result["ids"]
+    row.roofline_kv_read = "allocated"
+    row.note = f"gpt-fast's generate(), compile={compile_}, greedy, random weights of its own"
+    return row
+
+
 def compare(base: Row, fast: Row) -> None:
     if base.decode_tok_s and fast.decode_tok_s:
         fast.ratio = fast.decode_tok_s / base.decode_tok_s
@@ -86,15 +122,16 @@ def fmt(value, spec: str) -> str:
 
 def print_header() -> None:
     print("| model | backend | dtype | attn | decode tok/s | % of bandwidth roofline | cold start s | "
-          "fast / transformers | greedy ids match | note |")
-    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+          "fast / transformers | fast / gpt-fast | greedy ids match | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
 
 
 def print_row(r: Row) -> None:
     """One row as soon as it is measured, so a run cut short still shows what finished."""
     tok_s = f"{fmt(r.decode_tok_s, '.1f')} ± {fmt(r.decode_tok_s_std, '.1f')}" if r.decode_tok_s else ""
     print(f"| {r.model} | {r.backend} | {r.dtype} | {r.attn} | {tok_s} | {fmt(r.roofline_pct, '.0f')} | "
-          f"{fmt(r.cold_start_s, '.1f')} | {fmt(r.ratio, '.2f')} | {r.ids_match} | {r.note} |", flush=True)
+          f"{fmt(r.cold_start_s, '.1f')} | {fmt(r.ratio, '.2f')} | {fmt(r.vs_gpt_fast, '.2f')} | {r.ids_match} | "
+          f"{r.note} |", flush=True)
 
 
 def print_top_kernels(rows: list[Row]) -> None:
@@ -126,6 +163,10 @@ def main() -> None:
     parser.add_argument("--no-transformers", action="store_true",
                         help="skip transformers' row, e.g. to try an inductor setting on the fast rows alone "
                              "(no ratio is printed then)")
+    parser.add_argument("--gpt-fast", metavar="DIR",
+                        help="also run pytorch-labs/gpt-fast from DIR (its model.py and generate.py) on each model's "
+                             "shape, first, as the anchor row")
+    parser.add_argument("--child-timeout-s", type=int, default=600, help="how long gpt-fast's process may take")
     parser.add_argument("--output", help="also write the rows and the environment as JSON here")
     args = parser.parse_args()
     device = "cuda" if cuda else "cpu"
@@ -148,6 +189,10 @@ def main() -> None:
                                 for attn in args.fast_attn.split(",")]
             except ConfigError as exc:
                 parser.error(str(exc))
+            anchor = None
+            if args.gpt_fast:  # first, while this process holds no copy of the model
+                anchor = measure_gpt_fast(args.gpt_fast, model, dtype, args)
+                keep(anchor)
             base = None
             if not args.no_transformers:
                 base = measure(config)
@@ -156,6 +201,8 @@ def main() -> None:
                 fast = measure(fast_config)
                 if base is not None:
                     compare(base, fast)
+                if anchor is not None and anchor.decode_tok_s and fast.decode_tok_s:
+                    fast.vs_gpt_fast = fast.decode_tok_s / anchor.decode_tok_s
                 keep(fast)
     print(f"\nbatch 1, prompt {args.prompt_tokens}, {args.new_tokens} new tokens, greedy, EOS off; "
           f"mean ± std of {args.repeats} repeats after one cold call; device {device}")

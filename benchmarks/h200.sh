@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 measurements behind results/h200/ and the README's "Measured on an NVIDIA H200".
 # Usage: bash benchmarks/h200.sh STAGE OUTDIR
-#   STAGE: tests | tests-fast | proof | overhead | fast | fast-1b | fast-8b | article-1b | article-1b-long
+#   STAGE: tests | tests-fast | proof | overhead | fast | fast-anchor | fast-1b | fast-8b | article-1b | article-1b-long
 #          | article-8b | article-8b-nocompile | quant-8b | quant-1b | quant-tiny | quant-matmul | step-overhead | spec-fast
 #          | spec-trained | gemv-bf16
 #          | batch-8b | batch-8b-padded | warm | warm-1b | spread-1b | compile-spread-1b | compile-spread-8b
@@ -47,6 +47,10 @@ overhead)  # engine vs bare model.generate, same model object, alternating round
 fast)  # the headline rows: the fast backend (flash-decoding) against transformers' best, same weights, one run
   python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape,llama-3.1-8b-shape --fast-attn flash_attention_2 \
         --output "$out/fast_decode.json" 2>&1 | tee "$out/fast_decode.txt" ;;
+fast-anchor)  # the fast backend against gpt-fast on both shapes, one run (GPT_FAST: a pytorch-labs/gpt-fast checkout)
+  python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape,llama-3.1-8b-shape --fast-attn flash_attention_2 \
+        --no-transformers --gpt-fast "${GPT_FAST:?set GPT_FAST to a pytorch-labs/gpt-fast checkout}" \
+        --output "$out/fast_anchor.json" 2>&1 | tee "$out/fast_anchor.txt" ;;
 fast-1b)  # the 1B shape alone, the fast decoder's attention as SDPA over the masked cache and as flash-decoding
   python3 -m benchmarks.fast_decode --model llama-3.2-1b-shape --fast-attn sdpa,flash_attention_2 \
         --output "$out/fast_decode_1b.json" 2>&1 | tee "$out/fast_decode_1b.txt" ;;
