@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+import subprocess
 
 
 def write_json(path: str | None, payload: dict) -> None:
@@ -18,6 +19,12 @@ def write_json(path: str | None, payload: dict) -> None:
 def spread(values: list[float]) -> float:
     """Largest over smallest, minus one: 0.1 is 10% apart."""
     return max(values) / min(values) - 1
+
+
+def failure_line(done: subprocess.CompletedProcess) -> str:
+    """Why a child benchmark process gave no result: the last line it wrote to stderr (else stdout), else its exit
+    code."""
+    return ((done.stderr or done.stdout).strip().splitlines() or [f"exit code {done.returncode}"])[-1]
 
 
 def cold_caches_env(caches: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import add_fast_step_arguments, cold_caches_env, spread, write_json
+from benchmarks import add_fast_step_arguments, cold_caches_env, failure_line, spread, write_json
 from playground.config import KERNELS
 from playground.record import environment
 
@@ -46,7 +46,7 @@ def run_cold(args: argparse.Namespace, kernels: str) -> dict:
             return {"failed": f"no result within {args.child_timeout_s} s"}
         lines = output.read_text().splitlines() if output.exists() else []
     if not lines:
-        return {"failed": ((done.stderr or done.stdout).strip().splitlines() or [f"exit code {done.returncode}"])[-1]}
+        return {"failed": failure_line(done)}
     return figures(json.loads(lines[-1]))
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from benchmarks import cold_caches_env, write_json
+from benchmarks import cold_caches_env, failure_line, write_json
 from playground.config import KERNELS, ConfigError, RunConfig
 from playground.engine import run
 from playground.metrics import first_difference
@@ -98,7 +98,7 @@ def measure_gpt_fast(folder: str, model: str, dtype: str, args: argparse.Namespa
             return row
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
-        row.note = "failed: " + ((done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        row.note = f"failed: {failure_line(done)}"
         return row
     result = json.loads(lines[-1])
     row.decode_tok_s, row.decode_tok_s_std = result["decode_tok_s"], result["decode_tok_s_std"]
