@@ -24,7 +24,8 @@ from playground.presets import DEFAULT_MODEL
 
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 ATTENTIONS = attention.NAMES
-CACHE_IMPLS = ("dynamic", "static")
+AUTO_CACHE = "auto"  # the backend's own KV cache layout: `cache_layout` says which
+CACHE_IMPLS = (AUTO_CACHE, "dynamic", "static")
 AOT = "aot"  # not a torch.compile mode: the fast backend's decode step exported and compiled ahead of time
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", AOT)
 # how a compiled fast step's kernels get their launch configs: inductor's own, the same every compile (the default:
@@ -94,8 +95,10 @@ class RunConfig:
                           choices=QUANTS, side=True, sweep=True, load=True, column="quant", effective=True,
                           choice_labels={q.name: q.label for q in quantization.REGISTRY.values()})
     use_cache: bool = _setting(True, "KV cache", "KV cache", side=True, sweep=True, column="cache", flag="cache")
-    cache_impl: str = _setting("dynamic", "cache impl", "KV cache layout", choices=CACHE_IMPLS, side=True,
-                               sweep=True, column="cache impl")
+    cache_impl: str = _setting(AUTO_CACHE, "cache impl", "KV cache layout; auto: the backend's own (static for the "
+                               "fast backend and for a compiled step, else dynamic)", choices=CACHE_IMPLS, side=True,
+                               sweep=True, column="cache impl", effective=True,
+                               choice_labels={AUTO_CACHE: "auto: the backend's own"})
     compile: str = _setting("off", "torch.compile", "torch.compile mode, or aot: the fast backend's decode step "
                             "exported and compiled ahead of time (AOTInductor), kept on disk",
                             choices=COMPILE_MODES, side=True, sweep=True, column="compile")
@@ -197,11 +200,11 @@ class RunConfig:
         if self.cache_impl == "static" and not self.use_cache:
             raise ConfigError("cache_impl=static needs use_cache on: a static cache with the cache off would never be used")
         if self.compile != "off":
-            if not (self.use_cache and self.cache_impl == "static"):
+            if self.cache_impl_effective != "static":
                 raise ConfigError(
-                    f"compile={self.compile} needs use_cache on and cache_impl=static: transformers compiles the "
-                    "decode step only with a static cache (a dynamic or absent cache changes shape every token "
-                    "and would recompile each step)"
+                    f"compile={self.compile} needs use_cache on and cache_impl=static (or {AUTO_CACHE}): transformers "
+                    "compiles the decode step only with a static cache (a dynamic or absent cache changes shape every "
+                    "token and would recompile each step)"
                 )
             if self.warmup < 1:
                 raise ConfigError(
@@ -222,9 +225,9 @@ class RunConfig:
             raise ConfigError("compile=max-autotune times kernels while compiling and kernels=fixed times none: "
                               "choose kernels=tuned to autotune, or compile=reduce-overhead for the same CUDA graphs "
                               "with fixed kernels")
-        if backends.REGISTRY[self.backend].static_cache_only and not (self.use_cache and self.cache_impl == "static"):
+        if backends.REGISTRY[self.backend].static_cache_only and self.cache_impl_effective != "static":
             raise ConfigError(f"backend={self.backend} always decodes from its own static KV cache: set use_cache on "
-                              "and cache_impl=static")
+                              f"and cache_impl={AUTO_CACHE} or static")
         if self.backend not in self._attention.backends:
             raise ConfigError(f"backend={self.backend} takes attn {attention.listed(attention.taken_by(self.backend))} "
                               f"only, not {self.attn}")
@@ -273,6 +276,11 @@ class RunConfig:
             raise ConfigError(f"spec={self.spec} needs batch_size 1: drafts are accepted for one sequence at a time")
 
     @property
+    def cache_impl_effective(self) -> str:
+        """The KV cache layout this run decodes from: cache_impl with auto resolved (`cache_layout`)."""
+        return cache_layout(self.use_cache, self.cache_impl, self.backend, self.compile)
+
+    @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
@@ -307,6 +315,18 @@ class RunConfig:
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
+
+
+def cache_layout(use_cache: bool, cache_impl: str, backend: str, compile: str) -> str:
+    """The KV cache layout a run decodes from: none without a cache, an explicit choice as asked, and auto as the
+    backend's own: static for a backend that decodes only from its own static cache, and for a compiled step (a
+    dynamic cache changes shape every token), else dynamic."""
+    if not use_cache:
+        return "none"
+    if cache_impl != AUTO_CACHE:
+        return cache_impl
+    entry = backends.REGISTRY.get(backend)
+    return "static" if (entry and entry.static_cache_only) or compile != "off" else "dynamic"
 
 
 _TYPES = typing.get_type_hints(RunConfig)

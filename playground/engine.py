@@ -428,7 +428,7 @@ def _blank_record(config: RunConfig) -> RunRecord:
     return RunRecord(
         model=config.model, backend=config.backend, quant=config.quant, spec=config.spec,
         draft_tokens=config.draft_tokens, draft_model=config.draft_model, attn=config.attn, use_cache=config.use_cache,
-        cache_impl=config.cache_impl,
+        cache_impl=config.cache_impl, cache_impl_effective=config.cache_impl_effective,
         dtype=config.dtype, compile=config.compile, device=config.device, batch_size=config.batch_size,
         prompt_tokens=config.prompt_tokens, new_tokens=config.new_tokens, mode=config.mode,
         repeats=config.repeats, warmup=config.warmup, label=config.label, config=config.to_dict(),
@@ -496,7 +496,7 @@ def _fill_speculation(record: RunRecord, config: RunConfig, passes: list[StepCou
 
 
 def _fill_roofline(record: RunRecord, config: RunConfig, lm: LoadedModel, bandwidth: float, kv_held: int) -> None:
-    kind = roofline.kv_read(config.use_cache, config.cache_impl, config.backend, config.attn)
+    kind = roofline.kv_read(config.use_cache, config.cache_impl_effective, config.backend, config.attn)
     per_token = memory.kv_cache_bytes(lm.model.config, 1, config.batch_size, record.dtype_effective)
     step = roofline.step_bytes(roofline.decode_weight_bytes(lm.model), kind, per_token, record.prompt_tokens,
                                record.tokens_generated, kv_held)

@@ -46,6 +46,7 @@ class RunRecord:
     dtype_effective: str | None = None
     device_effective: str | None = None
     quant_effective: str | None = None  # the quantization the loaded weights carry (none if torchao left them)
+    cache_impl_effective: str | None = None  # the KV cache layout decoded from: auto resolved (config.cache_layout)
     quant_weights: str = ""  # e.g. "Int8Tensor: 29 of 29 linear weights" (playground.quantization)
     spec_effective: str | None = None  # the method that drafted; none when no target step verified a draft
     draft_tokens_max: int | None = None  # the most drafts one target step verified (at most draft_tokens)

@@ -56,6 +56,7 @@ def keep_inductor_cache() -> None:
 def artifact_path(config: RunConfig, device_name: str) -> Path:
     """Where `config`'s artifacts live: one file per graph-changing setting set, torch version and device."""
     key = {name: getattr(config, name) for name in GRAPH_SETTINGS}
+    key["cache_impl"] = config.cache_impl_effective  # auto and the layout it picks trace the same graph
     key.update(padded=config.batch_size > 1 and config.length_spread_pct > 0, torch=torch.__version__,
                device=device_name)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

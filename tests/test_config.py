@@ -1,6 +1,7 @@
 import pytest
 
 from playground import capabilities
+from playground import config as config_module
 from playground.config import ConfigError, RunConfig
 
 
@@ -22,7 +23,8 @@ def test_defaults_are_valid_and_round_trip():
         (dict(prompt="a", dtype="fp8"), "dtype='fp8' is not one of"),
         (dict(prompt="a", attn="flash"), "attn='flash' is not one of"),
         (dict(prompt="a", use_cache=False, cache_impl="static"), "cache_impl=static needs use_cache on"),
-        (dict(prompt="a", compile="default"), "needs use_cache on and cache_impl=static"),
+        (dict(prompt="a", compile="default", cache_impl="dynamic"), "needs use_cache on and cache_impl=static"),
+        (dict(prompt="a", compile="default", use_cache=False), "needs use_cache on and cache_impl=static"),
         (dict(prompt="a", compile="default", cache_impl="static", warmup=0), "needs warmup >= 1"),
         (dict(prompt="a", dtype="fp32", attn="flash_attention_2"), "runs only in fp16 or bf16"),
         (dict(prompt="a", use_cache="yes"), "use_cache must be true or false"),
@@ -31,7 +33,8 @@ def test_defaults_are_valid_and_round_trip():
         (dict(prompt="a", model=" "), "model is empty"),
         (dict(prompt="a", backend="fast", cache_impl="static", attn="flex_attention"),
          "takes attn eager, sdpa, sdpa:<backend> or flash_attention_2 only"),
-        (dict(prompt="a", backend="fast"), "own static KV cache"),
+        (dict(prompt="a", backend="fast", cache_impl="dynamic"), "own static KV cache"),
+        (dict(prompt="a", backend="fast", use_cache=False), "own static KV cache"),
         (dict(prompt="a", cache_impl="static", compile="reduce-overhead", kernels="tuned"),
          "with backend=transformers and compile=reduce-overhead the playground times no launch config, so leave it "
          "at fixed"),
@@ -45,6 +48,21 @@ def test_defaults_are_valid_and_round_trip():
 def test_nonsense_is_refused_with_the_reason(fields, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig(**fields)
+
+
+@pytest.mark.parametrize("fields, layout", [
+    (dict(), "dynamic"),
+    (dict(backend="fast"), "static"),  # the fast backend decodes from its own static cache: no need to ask for it
+    (dict(compile="default"), "static"),  # transformers compiles the decode step over a static cache only
+    (dict(backend="fast", compile="aot"), "static"),
+    (dict(cache_impl="static"), "static"),
+    (dict(cache_impl="dynamic"), "dynamic"),
+    (dict(use_cache=False), "none"),
+])
+def test_cache_auto_resolves_to_the_layout_the_backend_decodes_from(fields, layout):
+    config = RunConfig(prompt="a", **fields)
+    assert config.cache_impl == fields.get("cache_impl", config_module.AUTO_CACHE)  # the request is kept as asked
+    assert config.cache_impl_effective == layout
 
 
 def test_unknown_field_from_api_is_refused():

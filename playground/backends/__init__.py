@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class Entry:
     name: str
     module: str  # the module that implements `Backend`, imported by `get`
-    static_cache_only: bool = False  # decodes from its own static KV cache: needs use_cache on, cache_impl=static
+    static_cache_only: bool = False  # decodes from its own static KV cache: needs use_cache on, cache_impl auto or static
     compiles_ahead: bool = False  # takes compile=aot: its decode step exported and compiled ahead of time
     tunes_kernels: bool = False  # its torch.compile'd steps can time kernels' launch configs: takes kernels=tuned
 

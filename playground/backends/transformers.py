@@ -21,7 +21,7 @@ def generate(config: RunConfig, lm: LoadedModel, input_ids: torch.Tensor, new_to
     kwargs = generate_kwargs(config, lm, input_ids, new_tokens)
     kwargs.update(use_cache=config.use_cache, return_dict_in_generate=True, streamer=streamer,
                   stopping_criteria=stopping_criteria)
-    if config.use_cache and config.cache_impl == "static":
+    if config.cache_impl_effective == "static":
         kwargs["cache_implementation"] = "static"
     kwargs.update(_speculation(config, lm))
     if config.compile == "off":

@@ -37,7 +37,7 @@ def test_run_streams_text_then_the_record(launched):
 
 def test_run_reports_an_invalid_request_clearly(launched):
     demo, _ = launched
-    final = client_for(demo).predict("hi", TINY, "sdpa", True, "auto", "default", 4, api_name="/run")
+    final = client_for(demo).predict("hi", TINY, "sdpa", True, "auto", "default", 4, "dynamic", api_name="/run")
     assert final["state"] == "invalid" and "cache_impl=static" in final["message"]
 
 

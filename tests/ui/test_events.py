@@ -55,7 +55,7 @@ def test_run_a_vs_b_streams_then_fills_results(store):
 
 def test_invalid_side_explains_and_the_other_still_runs(store):
     app = events.Playground(store, TINY)
-    final = list(events.run(app, values(a=dict(compile="default")), ("A", "B"), "s1"))[-1]
+    final = list(events.run(app, values(a=dict(compile="default", cache_impl="dynamic")), ("A", "B"), "s1"))[-1]
     assert "state-invalid" in final["pane_A"] and "cache_impl=static" in final["pane_A"]
     assert "state-ok" in final["pane_B"]
     assert len(store.records()) == 1  # only ok runs enter the history
