@@ -230,16 +230,33 @@ def load_tokenizer(name: str, trust_remote_code: bool = False):
         raise LoadError(explain_load_error(name, source, exc)) from exc
 
 
-def _quantize(model, quant: str) -> None:
+def _quantize(model, quant: str, name: str = "the model") -> None:
     """Quantize the weights in place; a model the fast backend can run has its q/k/v and gate/up fused
-    first and quantized as one matrix each, so both backends read the same quantized values."""
+    first and quantized as one matrix each, so both backends read the same quantized values.
+
+    Then every quantized weight multiplies one row once (`quantization.first_matmuls`), the fused matrices
+    and their parts alike, so what torchao (or gemlite) raises about this model's layers, while quantizing or
+    on a first matmul, is a LoadError naming the setting and the package, not a bare error mid-run."""
     if quant == "none":
         return
     from playground.fast import fuse, unsupported_reason
 
-    if unsupported_reason(model) is None:
-        fuse.quantize_fused(model, lambda module: quantization.quantize(module, quant))
-    quantization.quantize(model, quant)
+    fused = unsupported_reason(model) is None
+    try:
+        if fused:
+            fuse.quantize_fused(model, lambda module: quantization.quantize(module, quant))
+        quantization.quantize(model, quant)
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except Exception as exc:
+        raise LoadError(quantization.failure(quant, f"quantizing {name}'s weights", exc)) from exc
+    extra = [(f"model.layers.{i}.fused {words}", getattr(layer, kind))  # named "fused q/k/v of layer 0"
+             for i, layer in enumerate(fuse.fused_layers(model) if fused else [])
+             for kind, words in (("qkv", "q/k/v"), ("gate_up", "gate/up"))]
+    try:
+        quantization.first_matmuls(model, extra)
+    except quantization.QuantizedMatmulError as exc:
+        raise LoadError(quantization.failure(quant, str(exc), exc)) from exc
 
 
 def _load(name: str, source: str, device: str, dtype: str, attn: str, trust_remote_code: bool, split: str = "none"):
@@ -284,7 +301,7 @@ class ModelCache:
             source = model_source(name)
             start = time.perf_counter()
             model, tokenizer = _load(name, source, device, dtype, attn, trust_remote_code, split)
-            _quantize(model, quant)
+            _quantize(model, quant, name)
             if device == "cuda":
                 torch.cuda.synchronize()
             self._loaded = LoadedModel(

@@ -42,10 +42,16 @@ class Quantization:
     families: frozenset[str] = frozenset()  # kernel families (playground.kernels.QUANT_PATTERNS) proving it ran
     backends: tuple[str, ...] = BACKENDS  # the generation backends (playground.backends) that take it
     tied_head: bool = True  # an output head tied to the input embeddings gets a quantized copy of its own
+    # inner tensors its matmul asserts contiguous but its row slice leaves strided: the parts of a fused
+    # projection (row views, playground.fast.fuse) each get a contiguous copy of these
+    contiguous: tuple[str, ...] = ()
 
 
 # int4 uses torchao's tile-packed layout, whose matmul is torch's own tinygemm kernel (`_weight_int4pack_mm`,
-# CUDA, bf16). torchao's default int4 layouts need the mslk-cuda package's CUTLASS kernels instead, and neither
+# CUDA, bf16). Its scales and zero points are one (groups, out_features, 2) tensor, so a row view (the parts of
+# a fused projection, which the transformers backend reads) slices its middle dimension: strided wherever
+# in_features (padded to 1024) holds more than one group of 128, and torchao's matmul asserts "Expected
+# scale_and_zero to be contiguous". Each part holds a contiguous copy of its scales (1/16 of its int4 bytes). torchao's default int4 layouts need the mslk-cuda package's CUTLASS kernels instead, and neither
 # is offered: on the H200 its plain int4 matmul read 0.5-1.1 TB/s at batch 1, slower than bf16 on every 8B
 # projection, and its preshuffled one has no fake-tensor kernel (torch.compile cannot trace it) and no row slice
 # (the fused projections' parts are row views) (results/h200/2026-12-06-int4-kernels-and-tied-head/).
@@ -63,7 +69,7 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
                  families=frozenset({"int8-mm"})),
     Quantization("int4", "int4 weight-only, group 128 (torchao, tinygemm)", 4, "Int4WeightOnlyConfig",
                  (("group_size", 128), ("int4_packing_format", "tile_packed_to_4d")), devices=("cuda",),
-                 dtypes=("bf16",), packages=(TORCHAO,), families=frozenset({"int4-mm"})),
+                 dtypes=("bf16",), packages=(TORCHAO,), families=frozenset({"int4-mm"}), contiguous=("scale_and_zero",)),
     Quantization("fp8", "fp8 e4m3 weight-only (torchao)", 8, "Float8WeightOnlyConfig", min_capability=(8, 9),
                  packages=(TORCHAO,), families=frozenset({"fp8-mm"}), tied_head=False),
     Quantization("int8-gemlite", "int8 weight-only (torchao, gemlite kernels)", 8, "UIntxWeightOnlyConfig",
@@ -106,6 +112,90 @@ def quantize(module, name: str) -> None:
     if untied is not None and not is_quantized(module.get_output_embeddings().weight):
         # the format left the copy in float (torchao's int4 skips in_features off its group of 128): no copy then
         tie_head(module, untied)
+    hold_contiguous(module, entry)
+
+
+def hold_contiguous(module, entry: Quantization) -> None:
+    """Give each quantized linear weight of `module` a contiguous copy of the inner tensors `entry.contiguous`
+    names where they are strided (a fused projection's row views); the weight's other data stays shared."""
+    if not entry.contiguous:
+        return
+    import torch
+
+    with torch.inference_mode(False), torch.no_grad():
+        for m in module.modules():
+            weight = getattr(m, "weight", None)
+            if type(m).__name__ != "Linear" or not is_quantized(weight):
+                continue
+            for name in entry.contiguous:
+                inner = getattr(weight, name, None)
+                if inner is not None and not inner.is_contiguous():
+                    setattr(weight, name, inner.contiguous())
+
+
+def first_matmuls(module, extra=()) -> None:
+    """Multiply one row of zeros by every quantized linear weight of `module` (and each (name, layer) in
+    `extra`, a layer having `weight` and `bias`), as a decode step would: what torchao or its kernels refuse
+    about a format or a shape is raised here, at load, rather than in the middle of a run.
+
+    Raises `QuantizedMatmulError` naming the layer, with what was raised as its cause."""
+    import torch
+
+    layers = [(name, m) for name, m in module.named_modules()
+              if type(m).__name__ == "Linear" and is_quantized(getattr(m, "weight", None))]
+    seen: set[int] = set()
+    with torch.inference_mode():
+        for name, layer in [*layers, *extra]:
+            weight = layer.weight
+            if id(weight) in seen or not is_quantized(weight) or is_shard(weight):
+                continue
+            seen.add(id(weight))
+            x = torch.zeros(1, weight.shape[-1], dtype=weight.dtype, device=weight.device)
+            try:
+                torch.nn.functional.linear(x, weight, getattr(layer, "bias", None))
+                if weight.device.type == "cuda":
+                    torch.cuda.synchronize(weight.device)
+            except torch.cuda.OutOfMemoryError:
+                raise
+            except Exception as exc:
+                raise QuantizedMatmulError(f"running the first matmul of {layer_words(name)} "
+                                           f"({weight.shape[0]}x{weight.shape[1]})") from exc
+
+
+def layer_words(name: str) -> str:
+    """A layer's path in the model in words: "model.layers.3.self_attn.q_proj" -> "q_proj of layer 3"."""
+    parts = name.split(".")
+    numbers = [p for p in parts if p.isdigit()]
+    return f"{parts[-1]} of layer {numbers[-1]}" if numbers else parts[-1]
+
+
+class QuantizedMatmulError(RuntimeError):
+    """A quantized weight's first matmul failed; the message names the layer, the cause is what was raised."""
+
+
+def packages_installed(name: str) -> str:
+    """The packages `name` quantizes with and their installed versions, e.g. "torchao 0.18.0 with gemlite 0.5.1"."""
+    import importlib.metadata
+
+    def installed(package: Package) -> str:
+        try:
+            return f"{package.distribution} {importlib.metadata.version(package.distribution)}"
+        except importlib.metadata.PackageNotFoundError:
+            return package.distribution
+
+    return " with ".join(installed(p) for p in REGISTRY[name].packages) or "no package"
+
+
+def failure(name: str, doing: str, exc: BaseException) -> str:
+    """What a user reads when quantizing as `name` asks, or a quantized matmul, raised `exc` while `doing`:
+    the setting, the packages and what to change, then the original error."""
+    others = [q for q in NAMES if q not in ("none", name)]
+    cause = exc.__cause__ if isinstance(exc, QuantizedMatmulError) and exc.__cause__ is not None else exc
+    text = " ".join(str(cause).split())
+    if len(text) > 400:
+        text = text[:399] + "…"
+    return (f"quant={name} failed in {packages_installed(name)} while {doing}; choose another quant "
+            f"({', '.join(others)}) or quant=none. {type(cause).__name__}: {text or 'no message'}")
 
 
 def untie_head(model) -> tuple[str, str] | None:

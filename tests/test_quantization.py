@@ -245,3 +245,95 @@ def test_a_head_the_format_leaves_in_float_stays_tied(monkeypatch):
     assert model.lm_head.weight is model.model.embed_tokens.weight and model.config.tie_word_embeddings
     assert model.all_tied_weights_keys == {"lm_head.weight": "model.embed_tokens.weight"}
     assert quantization.is_quantized(model.model.layers[0].mlp.down_proj.weight)
+
+
+def _tinygemm_stand_ins(monkeypatch):
+    """torch's tinygemm pack and matmul are CUDA kernels: on CPU, stand-ins of their shapes run torchao's own int4
+    code around them (its quantize, its row slice, its matmul's checks). The matmul checks that the scales it is
+    handed are contiguous and cover the rows of the weight it multiplies, as the CUDA kernel reads them."""
+    import torchao.quantization.quantize_.workflows.int4.int4_tile_packed_to_4d_tensor  # noqa: F401 (before the patch)
+    import transformers.models.llama.modeling_llama  # noqa: F401 (imported before the capability is faked)
+
+    def pack(weight, inner_k_tiles):
+        rows, half_k = weight.shape
+        return torch.zeros(rows // 8, half_k * 2 // (inner_k_tiles * 16), 32, inner_k_tiles // 2, dtype=torch.int32)
+
+    def matmul(x, packed, group_size, scale_and_zero):
+        assert scale_and_zero.is_contiguous() and scale_and_zero.shape == (x.shape[-1] // group_size,
+                                                                           packed.shape[0] * 8, 2)
+        return torch.zeros(x.shape[0], packed.shape[0] * 8, dtype=x.dtype)
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.ops.aten, "_convert_weight_to_int4pack", pack)
+    monkeypatch.setattr(torch.ops.aten, "_weight_int4pack_mm", matmul)
+
+
+@pytest.fixture
+def tiny_bf16():
+    from playground.loader import ModelCache
+
+    return ModelCache().get("stdlib-llama-tiny", "cpu", "bf16", "sdpa")[0].model
+
+
+def test_int4_parts_of_a_fused_projection_hold_contiguous_scales(tiny_bf16, monkeypatch):
+    """On the H100, quant=int4 on the transformers backend failed with torchao's "Expected scale_and_zero to be
+    contiguous": q_proj is a row view of the fused q/k/v, and torchao's row slice of its (groups, rows, 2) scales
+    is strided. Each part now holds a contiguous copy of its scales, and shares the packed weights."""
+    from playground import loader
+    from playground.fast import fuse
+
+    _tinygemm_stand_ins(monkeypatch)
+    loader._quantize(tiny_bf16, "int4", "stdlib-llama-tiny")
+    assert quantization.quantized_weights(tiny_bf16) == "Int4TilePackedTo4dTensor: 29 of 29 linear weights"
+    fused = fuse.fused_layers(tiny_bf16)[0].qkv.weight
+    q, k = tiny_bf16.model.layers[0].self_attn.q_proj.weight, tiny_bf16.model.layers[0].self_attn.k_proj.weight
+    assert q.scale_and_zero.is_contiguous() and k.scale_and_zero.is_contiguous()
+    assert torch.equal(k.scale_and_zero, fused.scale_and_zero[:, 384:768])
+    assert k.qdata.data_ptr() == fused.qdata[48:96].data_ptr()  # the packed weights stay one copy
+    assert tiny_bf16(torch.tensor([[5, 6, 7]])).logits.shape == (1, 3, 4096)  # the transformers backend's forward
+
+
+def test_torchaos_assertion_on_a_first_matmul_is_a_load_error_naming_the_setting(tiny_bf16, monkeypatch):
+    from playground import loader
+
+    _tinygemm_stand_ins(monkeypatch)
+    monkeypatch.setitem(quantization.REGISTRY, "int4", dataclasses.replace(quantization.REGISTRY["int4"], contiguous=()))
+    with pytest.raises(loader.LoadError) as error:
+        loader._quantize(tiny_bf16, "int4", "stdlib-llama-tiny")
+    assert str(error.value) == (
+        f"quant=int4 failed in torchao {torchao.__version__} while running the first matmul of q_proj of layer 0 "
+        "(384x384); choose another quant (int8, fp8, int8-gemlite, int4-gemlite) or quant=none. "
+        "AssertionError: Expected scale_and_zero to be contiguous")
+    assert isinstance(error.value.__cause__.__cause__, AssertionError)
+
+
+def test_a_failure_while_quantizing_reaches_the_record_naming_the_setting(monkeypatch):
+    import torchao.quantization
+
+    def failing(*_args, **_kwargs):
+        raise AssertionError("Expected the weight to be something else")
+
+    monkeypatch.setattr(torchao.quantization, "quantize_", failing)
+    record = engine.run(RunConfig(model="tiny-random-llama", prompt_tokens=8, new_tokens=2, repeats=1, device="cpu",
+                                  quant="int8"))
+    assert record.status == "error"
+    assert record.reason.startswith(f"quant=int8 failed in torchao {torchao.__version__} while quantizing "
+                                    "tiny-random-llama's weights; choose another quant")
+    assert record.reason.endswith("AssertionError: Expected the weight to be something else")
+
+
+def test_the_fused_matrices_multiply_once_at_load_beside_the_parts(monkeypatch):
+    """What the transformers backend reads (the parts, the model's own layers) and what the fast backend reads
+    (the fused matrices) both run their first matmul at load."""
+    from playground.loader import ModelCache
+
+    seen = []
+    real = quantization.first_matmuls
+    monkeypatch.setattr(quantization, "first_matmuls", lambda module, extra=(): seen.append(extra) or real(module, extra))
+    model = ModelCache().get("tiny-random-llama", "cpu", "fp32", "sdpa", quant="int8")[0].model
+    (extra,) = seen
+    assert len(extra) == 2 * model.config.num_hidden_layers
+    assert [quantization.layer_words(name) for name, _ in extra[:2]] == ["fused q/k/v of layer 0",
+                                                                         "fused gate/up of layer 0"]
+    assert all(quantization.is_quantized(layer.weight) for _, layer in extra)
+
