@@ -56,8 +56,8 @@ READ_POINTER = re.compile(r"'in_(?:out_)?ptr\d+': '(\*\w+)'")
 MATMUL = re.compile(r"^aten::(mm|addmm|bmm|matmul|linear)$|gemm|gemv|cutlass|cublas|mslk|_pack_mm|_int_mm|_scaled_mm"
                     r"|int8|int4|fp8|e4m3|^triton_\w*_fused\w*_mm_|gemlite::")
 # Seen on the H200: after torch._dynamo's recompile limit (8 shapes) flex_attention stops compiling
-FLEX_UNFUSED = ("flex_attention compiles a kernel per input shape; past torch._dynamo's recompile limit it runs "
-                "unfused, materialising the full score matrix (a new process compiles it again)")
+FLEX_UNFUSED = ("flex_attention compiles a kernel per input shape; past torch.compile's recompile limit (8 shapes) it "
+                "runs unfused, materialising the full score matrix (a new process compiles it again)")
 # Attention written out (transformers' eager, or the fast decoder's `written_attention`): its softmax op run eager,
 # or compiled, an inductor kernel named after it (a sampled step's softmax over the logits looks the same, so this
 # is only read when no attention kernel was recognised)
@@ -160,7 +160,8 @@ def quant_fallback(requested: str, phases: dict[str, PhaseKernels]) -> str | Non
     matmuls = sorted({name for phase in missing for name in phases[phase].matmuls})
     return (f"requested quant={requested} but no {', '.join(sorted(expected))} kernel ran in {', '.join(missing)} "
             f"(matmuls: {', '.join(matmuls) or 'none recognised'}): a dequantize-then-float-matmul path reads more "
-            "bytes per step than the unquantized model (or a kernel kernels.QUANT_PATTERNS does not name yet ran)")
+            "bytes per step than the unquantized model (or a quantized kernel ran whose name the playground does "
+            "not know yet)")
 
 
 PHASE_PREFIX = "playground::"

@@ -337,3 +337,75 @@ def test_the_fused_matrices_multiply_once_at_load_beside_the_parts(monkeypatch):
                                                                          "fused gate/up of layer 0"]
     assert all(quantization.is_quantized(layer.weight) for _, layer in extra)
 
+
+# A code name in a message: module.attribute (kernels.QUANT_PATTERNS), or a name this code defines that no user
+# sets (first_matmuls, QuantizedMatmulError); setting names and their choices are the user's words, as are
+# torch.compile and file names.
+DOTTED = re.compile(r"(?<![\w.])[a-z_][a-z0-9_]*\.[A-Za-z_]\w*")
+USERS_DOTTED = {"torch.compile"}
+FILE_NAME = re.compile(r"\.(json|jsonl|safetensors|txt)$")
+
+
+def code_names(text: str) -> set[str]:
+    from playground import attention, loader
+
+    settings = set(SETTINGS) | {c for s in SETTINGS.values() for c in (s.choices or ()) if isinstance(c, str)}
+    defined = {name for module in (quantization, kernels, capabilities, loader) for name in vars(module)
+               if ("_" in name.strip("_") or re.search(r"[a-z][A-Z]", name)) and name not in settings}
+    dotted = {m for m in DOTTED.findall(text) if m not in USERS_DOTTED and not FILE_NAME.search(m)}
+    return dotted | {word for word in re.findall(r"\w+", text) if word in defined} - set(attention.NAMES)
+
+
+def every_message() -> list[str]:
+    """Every refusal and fallback text the host checks, the kernel proof, the quantization and the loader give
+    that a CPU can build (each cause an exception of the user's words)."""
+    from playground import attention, loader
+
+    messages = []
+    cpu = capabilities.Host(cuda=False, device_name="cpu", capability=None, bf16=True, packages={})
+    hosts = [cpu, dataclasses.replace(H200, bf16=False), A100, dataclasses.replace(H200, packages={}),
+             dataclasses.replace(H200, packages={"torchao": "0.18.0", "gemlite": "0.6.0"}),
+             dataclasses.replace(H200, device_name="B300", capability=(10, 3))]
+    for host in hosts:
+        for quant in quantization.NAMES:
+            for attn in attention.NAMES:
+                for device, dtype in (("cuda", "bf16"), ("cuda", "fp16"), ("cpu", "fp32"), ("cuda", "fp32")):
+                    try:
+                        config = RunConfig(prompt_tokens=8, quant=quant, attn=attn, device=device, dtype=dtype)
+                    except ConfigError:  # refused by the config's own rules, before any host check
+                        continue
+                    try:
+                        capabilities.check(config, host)
+                    except ConfigError as exc:
+                        messages.append(str(exc))
+    families = {"prefill": PhaseKernels(["x"], ["sdpa-math"], matmuls=["aten::mm"]),
+                "decode": PhaseKernels([], ["eager"], matmuls=["aten::mm"])}
+    messages += [m for m in (kernels.fallback(a, families) for a in attention.NAMES) if m]
+    messages += [m for m in (quant_fallback(q, families) for q in quantization.NAMES) if m]
+    cause = AssertionError("Expected the weights to be in another shape")
+    for quant in quantization.NAMES[1:]:
+        wrapped = quantization.QuantizedMatmulError("running the first matmul of "
+                                                    f"{quantization.layer_words('model.layers.3.mlp.down_proj')}")
+        wrapped.__cause__ = cause
+        messages += [quantization.failure(quant, "quantizing my-model's weights", cause),
+                     quantization.failure(quant, str(wrapped), wrapped)]
+    for text in ("Expecting value: line 1 column 1 (char 0) valid JSON", "Unrecognized configuration class",
+                 "offline mode is enabled", "404 not found", "trust_remote_code=True is needed", "something else"):
+        messages.append(loader.explain_load_error("owner/model", "hub", OSError(text)))
+    for name in ("no such thing!", "./missing-dir"):
+        try:
+            loader.model_source(name)
+            loader.load_config(name)
+        except loader.LoadError as exc:
+            messages.append(str(exc))
+    return messages
+
+
+def test_no_refusal_or_fallback_names_code():
+    assert code_names("... (or a kernel kernels.QUANT_PATTERNS does not name yet ran)") == {"kernels.QUANT_PATTERNS",
+                                                                                       "QUANT_PATTERNS"}
+    assert code_names("failed (QuantizedMatmulError) in first_matmuls") == {"QuantizedMatmulError", "first_matmuls"}
+    assert code_names("compiled by torch.compile; trust_remote_code; flash_attention_2; config.json") == set()
+    messages = every_message()
+    assert len(messages) > 100 and any("quant=int4 failed in torchao" in m for m in messages)
+    assert {m: code_names(m) for m in messages if code_names(m)} == {}
