@@ -10,9 +10,10 @@ import platform
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
-from playground.config import SETTINGS
+from playground import parallel, speculative
+from playground.config import AUTO_CACHE, SETTINGS, RunConfig, cache_layout
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUSY_HOST_PCT = 10.0  # other processes' share of the host's CPUs above which a run's figures are flagged
@@ -129,7 +130,9 @@ class RunRecord:
     run_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, and the run's `name` (what the API, the exports and the JSON lines show; `from_dict` drops
+        it, since it is derived)."""
+        return {**dataclasses.asdict(self), "name": self.name}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
@@ -140,27 +143,104 @@ class RunRecord:
         """A column of the record, or, for a setting it has no column for, what its configuration asked."""
         return getattr(self, key) if key in _FIELDS else self.config.get(key)
 
+    def setting(self, name: str) -> Any:
+        """A setting as its column shows it: what ran where the record knows (`<name>_effective`), else what was
+        asked (an invalid run's settings, a record of an older engine)."""
+        effective = self.value(f"{name}_effective") if SETTINGS[name].effective else None
+        return self.value(name) if effective is None else effective
+
+    def settings_run(self) -> dict[str, Any]:
+        """Every setting's value as the run took it: as asked, with auto resolved where the record knows to what."""
+        values = {name: self.value(name) for name in SETTINGS}
+        for name, value in values.items():
+            if value == "auto" and SETTINGS[name].effective:
+                values[name] = self.setting(name)
+        return values
+
     @property
     def name(self) -> str:
-        """A short label that says what ran: the user's label, else the backend and the settings that matter."""
-        if self.label or self.batch_size == 1:
-            return self.setting_name
-        return f"{self.setting_name} batch {self.batch_size}"
+        """What ran, short (`run_name`): the user's label, else the settings that set this run apart."""
+        return run_name(self.settings_run(), self.label)
 
     @property
     def setting_name(self) -> str:
         """`name` without the batch: what a batch sweep's runs share, one chart series each."""
-        if self.label:
-            return self.label
-        cache = f"cache {self.cache_impl}" if self.use_cache else "no cache"
-        comp = "" if self.compile == "off" else f" compile:{self.compile}"
-        quant = "" if self.quant == "none" else f" {self.quant}"
-        spec = "" if self.spec == "none" else f" spec:{self.spec}"
-        split = {"none": "", "device_map": " device_map", "tp": f" tp×{self.config.get('devices')}"}.get(
-            self.config.get("parallel", "none"), "")
-        spread = f" spread {self.config['length_spread_pct']}%" if self.config.get("length_spread_pct") else ""
-        return (f"{self.backend}: {self.attn} {self.dtype_effective or self.dtype}{quant} {cache}{comp}{spec}{split}"
-                f"{spread}")
+        return run_name(self.settings_run(), self.label, batch=False)
+
+
+# ---- a run's name ------------------------------------------------------------------------------
+
+NAME_FIRST = ("backend", "attn", "dtype")  # always named, first; any other side setting only where not its default
+
+
+def _splits(method: Any) -> bool:
+    return getattr(parallel.REGISTRY.get(method), "processes", False)  # one process per device: `devices` counts
+
+
+def _drafts(spec: Any) -> bool:
+    return getattr(speculative.REGISTRY.get(spec), "draft_model", False)
+
+
+# How a setting reads in a run's name, from its value and the run's other settings, where "<column> <value>" would
+# read worse; "" where another setting's phrase says it, or where it does nothing in this run.
+_PHRASES: dict[str, Callable[[Any, Mapping[str, Any]], str]] = {
+    "backend": lambda value, run: value,
+    "attn": lambda value, run: value,
+    "dtype": lambda value, run: f"dtype {value}" if value == "auto" else value,
+    "quant": lambda value, run: value,
+    "use_cache": lambda value, run: "" if value else "no cache",
+    "cache_impl": lambda value, run: "" if value == "none" else f"{value} cache",
+    "compile": lambda value, run: f"compile {value}",
+    "kernels": lambda value, run: f"{value} kernels",
+    "spec": lambda value, run: f"spec {value} ×{run.get('draft_tokens')}",
+    "draft_tokens": lambda value, run: "",  # said by spec's phrase
+    "draft_model": lambda value, run: f"draft {value}" if _drafts(run.get("spec")) else "",
+    "batch_size": lambda value, run: f"batch {value}",
+    "length_spread_pct": lambda value, run: f"spread {value}%",
+    "parallel": lambda value, run: f"{value} ×{run.get('devices')}" if _splits(value) else value,
+    "devices": lambda value, run: "",  # said by parallel's phrase
+}
+
+
+def _phrase(name: str, run: Mapping[str, Any]) -> str:
+    phrase = _PHRASES.get(name)
+    value = run.get(name)
+    return str(phrase(value, run)) if phrase else f"{SETTINGS[name].column or name} {value}"
+
+
+def _differs(name: str, run: Mapping[str, Any]) -> bool:
+    default = SETTINGS[name].default
+    if name == "cache_impl":  # the layout auto picks for this run
+        default = _layout(run, default)
+    return run.get(name) not in (None, "", default)
+
+
+def _layout(run: Mapping[str, Any], cache_impl: str) -> str:
+    return cache_layout(run.get("use_cache", True), cache_impl, run.get("backend"), run.get("compile", "off"))
+
+
+def run_name(run: Mapping[str, Any], label: str = "", batch: bool = True) -> str:
+    """A run's name, the one every front shows (pane titles, history, charts, bench rows, the API's records):
+    the user's label where given, else the backend, attention and dtype, then every other side setting
+    (`Setting.side`) whose value is not its default, e.g. "fast · sdpa · bf16 · int4 · compile reduce-overhead ·
+    spec prompt_lookup ×10". `run` maps each setting to its value as run (`RunRecord.settings_run`,
+    `config_settings`); without `batch` the batch size is left out (what a batch sweep's runs share)."""
+    if label:
+        return label
+    run = {**run, "cache_impl": _layout(run, run.get("cache_impl") or AUTO_CACHE)}  # auto said as what it picks
+    side = [name for name, s in SETTINGS.items() if s.side and (batch or name != "batch_size")]
+    shown = [n for n in NAME_FIRST if n in side] + [n for n in side if n not in NAME_FIRST and _differs(n, run)]
+    return " · ".join(filter(None, (_phrase(n, run) for n in shown)))
+
+
+def config_settings(config: RunConfig) -> dict[str, Any]:
+    """Every setting of a configuration before it runs (dtype auto is known only after)."""
+    return {name: getattr(config, name) for name in SETTINGS}
+
+
+def config_name(config: RunConfig, batch: bool = True) -> str:
+    """`run_name` of a configuration, before it runs (a pane's title)."""
+    return run_name(config_settings(config), config.label, batch)
 
 
 _FIELDS = {f.name for f in dataclasses.fields(RunRecord)}

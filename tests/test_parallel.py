@@ -25,7 +25,7 @@ def test_tensor_parallel_over_two_processes_streams_rank_zeros_tokens_and_keeps_
     assert repeat == record.output_ids  # every token streamed from rank 0 as it came
     assert any(isinstance(e, Phase) and "rank 0 of 2" in e.detail for e in events)
     assert 0.4 < record.weights_mb / one.weights_mb < 0.6  # each rank holds about half the weights
-    assert record.comm_ms_per_step > 0 and "tp×2" in record.name
+    assert record.comm_ms_per_step > 0 and "tp ×2" in record.name
     assert len(record.rank_peak_mem_mb) == 2 and all(record.rank_peak_mem_mb)  # rank 1 reported its record too
     assert record.rank_weights_mb[0] == record.weights_mb and abs(record.rank_weights_mb[1] - record.weights_mb) < 1
 

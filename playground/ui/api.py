@@ -1,7 +1,7 @@
 """The named API endpoints `/run`, `/compare` and `/history`, for scripts driving the playground through gradio_client.
 
 `/run` and `/compare` stream dicts: the text so far and the phase while running, then the
-engine's full record(s) as JSON. They share the UI's device queue, so an API run never overlaps
+engine's full record(s) as JSON, each with its `name` (`RunRecord.to_dict`), as `/history`'s runs. They share the UI's device queue, so an API run never overlaps
 a browser run; a client that cancels closes the stream, which stops the engine within one decode
 step. Requests go through the same checks as the UI (engine rules, then the hosting policy), after
 the arguments the schema types as text or true/false are checked to be exactly that (a JSON client can

@@ -11,7 +11,7 @@ import html
 from typing import TYPE_CHECKING
 
 from playground.diagnostics import checklist, compare_outputs, num, speedup_of
-from playground.record import BUSY_HOST_PCT, RunRecord
+from playground.record import BUSY_HOST_PCT, RunRecord, config_name
 
 if TYPE_CHECKING:
     from playground.config import RunConfig
@@ -28,12 +28,8 @@ def escape(text: object) -> str:
 
 
 def config_title(config: RunConfig | Exception) -> str:
-    if isinstance(config, Exception):
-        return "cannot run"
-    cache = f"cache {config.cache_impl}" if config.use_cache else "no cache"
-    compiled = "" if config.compile == "off" else f" · compile {config.compile}"
-    spec = "" if config.spec == "none" else f" · spec {config.spec} ×{config.draft_tokens}"
-    return f"{config.backend}: {config.attn} · {config.dtype} · {cache}{compiled}{spec}"
+    """A pane's title before its run: the run's name (`playground.record.run_name`)."""
+    return "cannot run" if isinstance(config, Exception) else config_name(config)
 
 
 def token_span(text: str, index: int, draft: bool = False) -> str:

@@ -13,7 +13,7 @@ def test_timing_figure_has_both_panels_with_error_bars():
     decode = [t for t in fig.data if t.xaxis == "x2" and t.type == "bar"]
     assert [list(t.y) for t in ttft] == [[10.0], [30.0]] and [list(t.y) for t in decode] == [[200.0], [200.0]]
     assert list(ttft[1].error_y.array) == [3.0]
-    assert ttft[1].name == "#2 transformers: eager fp32 cache dynamic"
+    assert ttft[1].name == "#2 transformers · eager · fp32"
     assert ttft[0].marker.color == decode[0].marker.color  # the same run keeps its colour
     assert "bdata" not in fig.to_json()  # plain lists, not numpy typed arrays
 

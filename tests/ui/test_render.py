@@ -60,7 +60,7 @@ def test_a_batch_shows_its_throughput_against_one_sequence_its_padding_and_kv_by
     assert "24 of 64 prompt positions are left padding (37.5 %)" in html and "1 sequence · no padding" in html
     assert "4,096 B by the config / 4,096 B held" in html
     assert "about 900 sequences of this length fit" in html
-    assert eight.name.endswith("spread 60% batch 8") and eight.setting_name.endswith("spread 60%")
+    assert eight.name.endswith("fp32 · batch 8 · spread 60%") and eight.setting_name.endswith("fp32 · spread 60%")
 
 
 def test_summary_reports_identical_tokens_and_first_difference():
@@ -138,8 +138,9 @@ def test_identical_outputs_mark_nothing(store):
 def test_pane_header_names_the_backend():
     from playground.config import RunConfig
 
-    assert render.config_title(RunConfig(prompt="hi", backend="fast", cache_impl="static")).startswith("fast: sdpa")
-    assert render.config_title(RunConfig(prompt="hi")).startswith("transformers: sdpa")
+    assert render.config_title(RunConfig(prompt="hi", backend="fast")) == "fast · sdpa · dtype auto"
+    assert render.config_title(RunConfig(prompt="hi", label="mine")) == "mine"  # the user's label wins
+    assert render.config_title(RunConfig(prompt="hi", compile="default")) == "transformers · sdpa · dtype auto · compile default"
 
 
 def test_speculation_row_shows_the_verify_step_where_the_backend_timed_it():
