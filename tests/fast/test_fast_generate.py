@@ -16,7 +16,7 @@ from playground.fast.forward import decode_one_token, prefill
 from playground.config import KERNELS
 from playground.fast.generate import (CapturedStep, Listener, compile_step, compiled_steps, decode_compile_options,
                                       decode_n_tokens, kernel_choice)
-from playground.fast.state import state_cache
+from playground.fast.state import StateCache, state_cache
 from playground.loader import MODELS
 
 SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "models" / "stdlib-llama-tiny"
@@ -301,12 +301,14 @@ def test_graphs_are_the_playgrounds_own_capture_never_torchs_and_only_on_a_gpu(l
     assert not isinstance(step, CapturedStep) and callable(step)
 
 
+@torch._dynamo.config.patch(recompile_limit=1)  # the config's own patch: it puts the limit back afterwards
 def test_each_state_compiles_on_its_own_past_dynamos_recompile_limit(llama, monkeypatch):
     """Dynamo allows a code object a fixed number of graphs (8; 1 here), a hard error under fullgraph=True:
     the state of another batch size, as a session of comparisons builds up, compiles anew instead, and its
     decode step is as static as the first state's (Dynamo remembers changed sizes per source line)."""
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
     monkeypatch.setattr(precompile, "available", lambda: False)  # torch.compile's own route, which the limit binds
+    # states of their own, so the eager-backend steps below are dropped with them, never reused by a later run
+    monkeypatch.setitem(llama.__dict__, "_playground_fast_states", StateCache())
     symbolic = []  # per graph traced: whether any input size is symbolic
 
     def eager(graph, inputs):  # Dynamo's guards and limit are the subject, not inductor's code
