@@ -133,6 +133,9 @@ def check(config: RunConfig, h: Host | None = None) -> tuple[str, str]:
     reason = quantization_unavailable(config.quant, device, dtype, h)
     if reason:
         raise ConfigError(f"quant={config.quant} cannot run here: {reason}")
+    reason = quantization.refusal(config.quant, config.backend)
+    if reason:
+        raise ConfigError(f"quant={config.quant} does not run on backend={config.backend} yet: {reason}")
     reason = parallel.unavailable(config.parallel, config.devices, device, h.gpus)
     if reason:
         raise ConfigError(f"parallel={config.parallel} cannot run here: {reason}")

@@ -45,13 +45,18 @@ class Quantization:
     # inner tensors its matmul asserts contiguous but its row slice leaves strided: the parts of a fused
     # projection (row views, playground.fast.fuse) each get a contiguous copy of these
     contiguous: tuple[str, ...] = ()
+    # (backend, why it refuses this format there): a backend the format loads for (its fused matrices are
+    # quantized on every load) but whose reading of it is not shown to work yet; refused before Run
+    refused: tuple[tuple[str, str], ...] = ()
 
 
 # int4 uses torchao's tile-packed layout, whose matmul is torch's own tinygemm kernel (`_weight_int4pack_mm`,
 # CUDA, bf16). Its scales and zero points are one (groups, out_features, 2) tensor, so a row view (the parts of
 # a fused projection, which the transformers backend reads) slices its middle dimension: strided wherever
 # in_features (padded to 1024) holds more than one group of 128, and torchao's matmul asserts "Expected
-# scale_and_zero to be contiguous". Each part holds a contiguous copy of its scales (1/16 of its int4 bytes). torchao's default int4 layouts need the mslk-cuda package's CUTLASS kernels instead, and neither
+# scale_and_zero to be contiguous". Each part holds a contiguous copy of its scales (1/16 of its int4 bytes), so
+# the model's own forward (perplexity, the load-time first matmuls) runs; run through tinygemm on CPU stand-ins
+# only, so the transformers backend, which decodes through those parts, stays refused until a GPU shows it. torchao's default int4 layouts need the mslk-cuda package's CUTLASS kernels instead, and neither
 # is offered: on the H200 its plain int4 matmul read 0.5-1.1 TB/s at batch 1, slower than bf16 on every 8B
 # projection, and its preshuffled one has no fake-tensor kernel (torch.compile cannot trace it) and no row slice
 # (the fused projections' parts are row views) (results/h200/2026-12-06-int4-kernels-and-tied-head/).
@@ -63,13 +68,20 @@ class Quantization:
 # ("Both operands must be same dtype. Got bf16 and fp16": HQQ's fp16 scales dequantize the weights to fp16).
 # A hand-written Triton GEMV (int4 and int8 from the weight's bits, no int-to-float conversion) was offered and
 # taken out: slower than bf16 on every projection, 0.4-0.8 TB/s (results/h100/2026-12-07-hand-written-gemv/).
+INT4_ROW_VIEWS = ("that backend reads q/k/v and gate/up as row views of one fused int4 matrix each, and torchao "
+                  "0.18's tile-packed int4 (torch's tinygemm kernel) leaves a view's scales strided wherever "
+                  "in_features, padded to 1024, holds more than one group of 128, as every hidden size does (on an "
+                  "H100 the shipped tiny model, hidden size 384, stopped on torchao's \"Expected scale_and_zero to "
+                  "be contiguous\"); the contiguous copies each view now holds have not run on a GPU yet. Choose "
+                  "backend fast, or quant int8 or int4-gemlite")
 REGISTRY: dict[str, Quantization] = {q.name: q for q in (
     Quantization("none", "none (the dtype's weights)", None),
     Quantization("int8", "int8 weight-only (torchao)", 8, "Int8WeightOnlyConfig", packages=(TORCHAO,),
                  families=frozenset({"int8-mm"})),
     Quantization("int4", "int4 weight-only, group 128 (torchao, tinygemm)", 4, "Int4WeightOnlyConfig",
                  (("group_size", 128), ("int4_packing_format", "tile_packed_to_4d")), devices=("cuda",),
-                 dtypes=("bf16",), packages=(TORCHAO,), families=frozenset({"int4-mm"}), contiguous=("scale_and_zero",)),
+                 dtypes=("bf16",), packages=(TORCHAO,), families=frozenset({"int4-mm"}), contiguous=("scale_and_zero",),
+                 refused=(("transformers", INT4_ROW_VIEWS),)),
     Quantization("fp8", "fp8 e4m3 weight-only (torchao)", 8, "Float8WeightOnlyConfig", min_capability=(8, 9),
                  packages=(TORCHAO,), families=frozenset({"fp8-mm"}), tied_head=False),
     Quantization("int8-gemlite", "int8 weight-only (torchao, gemlite kernels)", 8, "UIntxWeightOnlyConfig",
@@ -82,6 +94,11 @@ REGISTRY: dict[str, Quantization] = {q.name: q for q in (
                  families=frozenset({"gemlite-mm"})),
 )}
 NAMES = tuple(REGISTRY)
+
+
+def refusal(name: str, backend: str) -> str | None:
+    """Why backend `backend` refuses quantization `name` (its registry entry's `refused`), or None."""
+    return dict(REGISTRY[name].refused).get(backend)
 
 
 def quantize(module, name: str) -> None:

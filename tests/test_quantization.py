@@ -52,6 +52,20 @@ def test_host_refusals_name_the_reason(quant, host, reason):
         capabilities.check(RunConfig(prompt_tokens=8, quant=quant, device=device, dtype="bf16"), host)
 
 
+def test_int4_on_the_transformers_backend_is_refused_before_run_with_the_reason():
+    """Its row views of the fused int4 matrices stopped on torchao's assertion on an H100; the fast backend, which
+    reads the fused matrices whole, runs it (results/h200/2026-12-03-quantization-fast/)."""
+    assert quantization.refusal("int4", "transformers") and quantization.refusal("int4", "fast") is None
+    assert all(quantization.refusal(q, b) is None for q in quantization.NAMES if q != "int4" for b in backends.NAMES)
+    with pytest.raises(ConfigError) as error:
+        capabilities.check(RunConfig(prompt_tokens=8, quant="int4", dtype="bf16"), H200)
+    assert str(error.value).startswith("quant=int4 does not run on backend=transformers yet: ")
+    for words in ("torchao 0.18's tile-packed int4", "tinygemm", "in_features", "hidden size 384", "backend fast"):
+        assert words in str(error.value)
+    fast = RunConfig(prompt_tokens=8, quant="int4", dtype="bf16", backend="fast", cache_impl="static")
+    assert capabilities.check(fast, H200) == ("cuda", "bf16")
+
+
 def test_int4_refusal_on_cpu_comes_from_the_engine_before_loading():
     record = engine.run(RunConfig(prompt_tokens=8, quant="int4", device="cpu", dtype="bf16", new_tokens=2))
     assert record.status == "invalid" and "int4 needs a CUDA GPU" in record.reason
