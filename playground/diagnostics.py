@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from playground.attention import FLASH_FAMILIES, FLASH_REQUESTS
-from playground.metrics import first_difference, means_differ, speedup
+from playground.metrics import Verdict, first_difference, paired_verdict, unpaired_verdict
 from playground.record import RunRecord
 
 # The headline figures compared between A and B: name -> (record field, whether higher is better).
@@ -87,20 +87,52 @@ def _flash_row(rec: RunRecord) -> tuple[str, str, str]:
     return ("✓" if flash else "✗"), "FlashAttention really active", ran
 
 
-def differs_beyond_noise(a: RunRecord, b: RunRecord, field: str) -> bool | None:
-    """Whether B's mean `field` differs from A's beyond the noise of their repeats (Welch's t-test at 95%);
-    None when a side ran one repeat or lacks the figure."""
-    x, y = getattr(a, field), getattr(b, field)
-    if x is None or y is None:
-        return None
-    return means_differ(x, getattr(a, f"{field}_std", None) or 0.0, a.repeats,
-                        y, getattr(b, f"{field}_std", None) or 0.0, b.repeats)
+def _runs(rec: RunRecord, headline: str) -> list[float]:
+    """Each timed repeat's value of a headline figure, in the order the repeats ran."""
+    if headline == "ttft":
+        return list(rec.ttft_ms_runs)
+    return [x * (rec.batch_size if headline == "throughput" else 1) for x in rec.decode_tok_s_runs]
 
 
-def speedup_of(a: RunRecord, b: RunRecord, headline: str) -> tuple[float | None, bool | None]:
-    """B's speedup over A on a headline figure (>1: B faster), and whether it is beyond noise."""
+def interleaved(a: RunRecord, b: RunRecord) -> bool:
+    """Whether A's and B's repeats were timed in turn, in one run: then they are compared pair by pair."""
+    return a.pairing == b.pairing == "interleaved" and bool(a.pair_id) and a.pair_id == b.pair_id
+
+
+def verdict(a: RunRecord, b: RunRecord, headline: str) -> Verdict | None:
+    """B against A on a headline figure: paired where their repeats were interleaved, else from each side's
+    mean and spread; None where a side lacks the figure."""
     field, higher_is_better = HEADLINES[headline]
-    return speedup(getattr(a, field), getattr(b, field), higher_is_better), differs_beyond_noise(a, b, field)
+    if interleaved(a, b) and _runs(a, headline) and _runs(b, headline):
+        return paired_verdict(_runs(a, headline), _runs(b, headline), higher_is_better)
+
+    def stats(rec: RunRecord) -> tuple:
+        return getattr(rec, field), getattr(rec, f"{field}_std", None) or 0.0, rec.repeats_run or rec.repeats
+
+    return unpaired_verdict(*stats(a), *stats(b), higher_is_better)
+
+
+CALLS = {"better": "faster", "worse": "slower"}
+
+
+def verdict_words(v: Verdict | None) -> str:
+    """'B 4.02× faster', 'B 1.70× slower', or 'no clear difference on this host' when noise could explain it."""
+    if v is None:
+        return "—"
+    if v.call in CALLS:
+        times = v.ratio if v.call == "better" else 1 / v.ratio
+        return f"B {times:.2f}× {CALLS[v.call]}"
+    if v.call == "unknown":
+        return f"B/A {v.ratio:.2f}× (1 repeat: noise unknown)"
+    return "no clear difference on this host"
+
+
+def noise_words(v: Verdict, host_other_cpu_pct: float | None) -> str:
+    """How the verdict was reached: the pairs or repeats, the measured interval and floor, and the host's load."""
+    how = f"{v.n} interleaved pair{'s' * (v.n != 1)}" if v.paired else f"{v.n} repeat{'s' * (v.n != 1)} a side, apart"
+    interval = "" if v.call == "unknown" else f", B/A {v.low:.2f}-{v.high:.2f}× at 95%"
+    load = "" if host_other_cpu_pct is None else f"; other processes took {host_other_cpu_pct:.0f}% of the host's CPUs"
+    return f"{how}{interval}; noise floor ±{100 * v.noise:.0f}%{load}"
 
 
 def compare_outputs(a: RunRecord, b: RunRecord) -> dict[str, Any]:
@@ -117,8 +149,22 @@ def compare_outputs(a: RunRecord, b: RunRecord) -> dict[str, Any]:
 
 
 def comparison(a: RunRecord, b: RunRecord) -> dict[str, Any]:
-    """The A-vs-B verdict as plain values: identical tokens, then each headline's speedup and noise verdict."""
-    verdict = compare_outputs(a, b)
+    """The A-vs-B verdict as plain values: identical tokens, how the repeats were timed, then each headline's
+    ratio (B over A, >1: B better), its 95% interval, the noise floor and the call."""
+    result = compare_outputs(a, b)
+    result["interleaved"] = interleaved(a, b)
+    result["host_other_cpu_pct"] = host_load(a, b)
     for headline in HEADLINES:
-        verdict[f"{headline}_speedup_b_over_a"], verdict[f"{headline}_beyond_noise"] = speedup_of(a, b, headline)
-    return verdict
+        v = verdict(a, b, headline)
+        result[f"{headline}_speedup_b_over_a"] = v.ratio if v else None
+        result[f"{headline}_interval"] = [v.low, v.high] if v and v.call != "unknown" else None
+        result[f"{headline}_noise_pct"] = 100 * v.noise if v else None
+        result[f"{headline}_call"] = v.call if v else None
+        result[f"{headline}_beyond_noise"] = None if not v or v.call == "unknown" else v.call in CALLS
+    return result
+
+
+def host_load(a: RunRecord, b: RunRecord) -> float | None:
+    """The larger share of the host's CPUs other processes took while either side was timed."""
+    loads = [r.host_other_cpu_pct for r in (a, b) if r.host_other_cpu_pct is not None]
+    return max(loads) if loads else None

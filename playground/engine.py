@@ -26,6 +26,7 @@ import queue
 import threading
 import time
 import traceback
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -448,6 +449,9 @@ def _fill_figures(record: RunRecord, config: RunConfig, lm: LoadedModel, cold: P
     if itl:
         record.itl_ms_mean, record.itl_ms_p50, record.itl_ms_p90, record.itl_ms_p99 = itl.mean, itl.p50, itl.p90, itl.p99
     record.e2e_ms, record.e2e_ms_std = e2e.mean, e2e.std
+    record.ttft_ms_runs = [t.ttft_ms for t in timings]
+    if all(t.decode_tok_s for t in timings):
+        record.decode_tok_s_runs = [t.decode_tok_s for t in timings]
     record.tokens_generated = steady[-1].timing.tokens
     record.cold_ttft_ms, record.cold_e2e_ms = cold.timing.ttft_ms, cold.timing.e2e_ms
     if config.compile != "off":
@@ -526,23 +530,30 @@ def _fill_kernels(record: RunRecord, config: RunConfig, profiled: PassOutput) ->
     record.fallback = "; ".join(notes) or None
 
 
-def check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str) -> memory.Estimate:
-    """Refuse, with the numbers, a run whose weights and KV cache cannot fit in free memory; else the estimate."""
-    key = cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code, config.quant,
-                    config.parallel)
+def _key(config: RunConfig, device: str, dtype: str) -> tuple:
+    return cache_key(config.model, device, dtype, config.transformers_attn, config.trust_remote_code, config.quant,
+                     config.parallel)
+
+
+def check_memory(config: RunConfig, models: ModelCache, device: str, dtype: str,
+                 alongside: bool = False) -> memory.Estimate:
+    """Refuse, with the numbers, a run whose weights and KV cache cannot fit in free memory; else the estimate.
+    `alongside`: the models held now stay loaded beside it (an interleaved A-vs-B run), so their memory is not free."""
+    key = _key(config, device, dtype)
     # before tokenizing, a text prompt has at most one token per UTF-8 byte (plus specials)
     prompt_tokens = config.prompt_tokens or len(config.prompt.encode("utf-8")) + 2
     model_config = models.config_for(config.model, config.trust_remote_code)
     try:
-        est = memory.estimate(config, model_config, device, dtype, prompt_tokens, models.held_bytes,
-                              reuse=models.holds(key))
+        est = memory.estimate(config, model_config, device, dtype, prompt_tokens,
+                              0 if alongside else models.held_bytes, reuse=models.holds(key))
     except ValueError as exc:  # e.g. a config that AutoModelForCausalLM cannot build
         raise LoadError(explain_load_error(config.model, model_source(config.model), exc)) from exc
     memory.refuse_if_too_big(est, device, prompt_tokens + config.new_tokens, config.batch_size)
     return est
 
 
-def _load_with_progress(config: RunConfig, models: ModelCache, device: str, dtype: str) -> Iterator[Phase]:
+def _load_with_progress(config: RunConfig, models: ModelCache, device: str, dtype: str,
+                        keep: tuple | None = None) -> Iterator[Phase]:
     """Load on the device thread, saying every LOAD_POLL_S how long it has taken and, for a hub id, how many
     bytes have arrived in the Hugging Face cache so far; returns (model, reused)."""
     quant = "" if config.quant == "none" else f", quantized {config.quant}"
@@ -554,7 +565,7 @@ def _load_with_progress(config: RunConfig, models: ModelCache, device: str, dtyp
     before = hub_download_bytes(config.model) if hub else 0
     start = time.perf_counter()
     future = DEVICE_THREAD.submit(models.get, config.model, device, dtype, config.transformers_attn,
-                                  config.trust_remote_code, config.quant, config.parallel)
+                                  config.trust_remote_code, config.quant, config.parallel, keep=keep)
     while True:
         try:
             return future.result(timeout=LOAD_POLL_S)
@@ -591,22 +602,58 @@ def _measure_ranks(config: RunConfig, record: RunRecord, stop: threading.Event) 
     raise RuntimeError("tensor-parallel rank 0 ended without a result")
 
 
-def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
+@dataclass
+class _Side:
+    """One configuration on its way through a run: what it loaded, the passes it has timed, its record."""
+
+    name: str
+    config: RunConfig
+    record: RunRecord
+    stop: threading.Event
+    lm: LoadedModel | None = None
+    input_ids: torch.Tensor | None = None
+    outputs: list[PassOutput] = field(default_factory=list)  # warm-up passes first, then the timed repeats
+    artifacts: Path | None = None
+    cached: bool = False
+    counts_before: tuple = ()
+    stage: str = "checking the request"
+    done: bool = False  # its record is final: measured, refused or failed
+
+    @property
+    def key(self) -> tuple | None:
+        return self.lm.key if self.lm else None
+
+    @property
+    def timed(self) -> list[PassOutput]:
+        return self.outputs[self.config.warmup:]
+
+
+def _split_ranks(side: _Side, stop: threading.Event, models: ModelCache, device: str, dtype: str) -> Iterator[Event]:
+    config, record = side.config, side.record
+    text = models.config_for(config.model, config.trust_remote_code).get_text_config()
+    heads = (text.num_attention_heads, getattr(text, "num_key_value_heads", None) or text.num_attention_heads)
+    reason = parallel.unsplittable(config.parallel, config.devices, heads)
+    if reason:
+        raise ConfigError(f"parallel={config.parallel} cannot run here: {reason}")
+    if model_source(config.model) == "preset" and PRESETS[config.model].random_weights:  # once, not per rank
+        yield Phase("loading", f"writing {config.model}'s random weights ({dtype}) as a checkpoint for the ranks")
+        DEVICE_THREAD.submit(random_checkpoint, config.model, TORCH_DTYPES[dtype]).result()
+    yield from _measure_ranks(config, record, stop)
+
+
+def _prepare(side: _Side, stop: threading.Event, models: ModelCache, keep: tuple | None = None) -> Iterator[Event]:
+    """Check the request against this host, load the model (keeping `keep`'s loaded beside it), build the prompt,
+    and ask the backend whether it can run it. A tensor-parallel run is measured whole here, in its ranks."""
+    config, record = side.config, side.record
     device, dtype = capabilities.check(config)
     record.device_effective, record.dtype_effective = device, dtype
     if config.parallel == "tp" and parallel.rank() is None:
-        text = models.config_for(config.model, config.trust_remote_code).get_text_config()
-        heads = (text.num_attention_heads, getattr(text, "num_key_value_heads", None) or text.num_attention_heads)
-        reason = parallel.unsplittable(config.parallel, config.devices, heads)
-        if reason:
-            raise ConfigError(f"parallel={config.parallel} cannot run here: {reason}")
-        if model_source(config.model) == "preset" and PRESETS[config.model].random_weights:  # once, not per rank
-            yield Phase("loading", f"writing {config.model}'s random weights ({dtype}) as a checkpoint for the ranks")
-            DEVICE_THREAD.submit(random_checkpoint, config.model, TORCH_DTYPES[dtype]).result()
-        yield from _measure_ranks(config, record, stop)
+        yield from _split_ranks(side, stop, models, device, dtype)
+        side.done = True
         return
-    record.max_batch_predicted = check_memory(config, models, device, dtype).max_batch
-    lm, reused = yield from _load_with_progress(config, models, device, dtype)
+    record.max_batch_predicted = check_memory(config, models, device, dtype, alongside=keep is not None).max_batch
+    lm, reused = yield from _load_with_progress(config, models, device, dtype, keep)
+    side.lm = lm
     record.model_source, record.random_weights, record.num_params = lm.source, lm.random_weights, lm.num_params
     record.load_s, record.model_reused = (0.0 if reused else lm.load_s), reused
     record.attn_effective = lm.attn_effective
@@ -619,48 +666,63 @@ def _measure(config: RunConfig, record: RunRecord, stop: threading.Event, models
                                                   "torchao left every linear weight unquantized"]))
     yield from _attach_draft(config, models, lm)
     prompt = prompt_ids(config, lm.tokenizer, lm.model.config)
-    input_ids = request.padded_batch(config, prompt, request.pad_token_id(lm.tokenizer)).to(lm.device)
-    record.prompt_tokens = input_ids.shape[1]
+    side.input_ids = request.padded_batch(config, prompt, request.pad_token_id(lm.tokenizer)).to(lm.device)
+    record.prompt_tokens = side.input_ids.shape[1]
     pad = padding(request.row_lengths(prompt.shape[1], config.batch_size, config.length_spread_pct), prompt.shape[1])
     record.prompt_real_tokens, record.prompt_padded_tokens, record.padding_pct = (
         pad.real_tokens, pad.padded_tokens, pad.padding_pct)
-    backend = backends.get(config.backend)
-    reason = backend.unsupported(config, lm, input_ids.shape[1] + config.new_tokens)
+    reason = backends.get(config.backend).unsupported(config, lm, side.input_ids.shape[1] + config.new_tokens)
     if reason:
         raise ConfigError(f"backend={config.backend} cannot run this: {reason}")
-
-    passes = [("warmup", i + 1, config.warmup) for i in range(config.warmup)]
-    passes += [("repeat", i + 1, config.repeats) for i in range(config.repeats)]
-    outputs: list[PassOutput] = []
     if config.compile != "off":
         warm.keep_inductor_cache()
-    artifacts = _compile_artifacts(config, device)
-    cached = artifacts is not None and warm.load(artifacts)
-    before = (warm.cache_hits(), warm.compiles(), warm.steps_loaded(), len(warm.not_kept))
-    other_load = OtherCpuLoad()
-    for phase, index, total in passes:
-        detail = ""
-        if not outputs and config.compile != "off":
-            detail = "first call: compiling" + (" from the compile cache" if cached else "")
-        yield Phase(phase, detail, index, total)
-        if len(outputs) == config.warmup:  # the timed repeats start here
-            other_load.start()
-        outputs.append((yield from _run_pass(config, lm, input_ids, config.new_tokens, stop, f"{phase} {index}/{total}",
-                                             compiling=bool(detail))))
-        if len(outputs) == 1 and artifacts:
-            record.compile_cache = _compile_cache_use(artifacts, *before)
-    record.host_other_cpu_pct = other_load.stop()
-    record.compiled = backend.compiled(config, lm)
+    side.artifacts = _compile_artifacts(config, device)
+    side.cached = side.artifacts is not None and warm.load(side.artifacts)
+    side.counts_before = (warm.cache_hits(), warm.compiles(), warm.steps_loaded(), len(warm.not_kept))
+
+
+def _one_pass(side: _Side, stop: threading.Event, models: ModelCache, phase: str, index: int,
+              total: int) -> Iterator[Event]:
+    """One warm-up or timed pass of the side's configuration; its first pass is the cold one (it compiles)."""
+    config = side.config
+    if side.lm.draft is not None or speculative.REGISTRY[config.spec].draft_model:  # the other side may share lm
+        DEVICE_THREAD.submit(models.attach_draft, side.lm,
+                             config.draft_model if speculative.REGISTRY[config.spec].draft_model else None,
+                             config.trust_remote_code).result()
+    detail = ""
+    if not side.outputs and config.compile != "off":
+        detail = "first call: compiling" + (" from the compile cache" if side.cached else "")
+    yield Phase(phase, detail, index, total)
+    side.outputs.append((yield from _run_pass(config, side.lm, side.input_ids, config.new_tokens, stop,
+                                              f"{phase} {index}/{total}", compiling=bool(detail))))
+    if len(side.outputs) == 1 and side.artifacts:
+        side.record.compile_cache = _compile_cache_use(side.artifacts, *side.counts_before)
+
+
+def _warm_up(side: _Side, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
+    for i in range(side.config.warmup):
+        yield from _one_pass(side, stop, models, "warmup", i + 1, side.config.warmup)
+
+
+def _repeat(side: _Side, stop: threading.Event, models: ModelCache, total: int) -> Iterator[Event]:
+    yield from _one_pass(side, stop, models, "repeat", len(side.timed) + 1, total)
+
+
+def _finish(side: _Side, stop: threading.Event) -> Iterator[Event]:
+    """The figures from the timed repeats, then a separate profiled pass that names the kernels."""
+    config, record, lm = side.config, side.record, side.lm
+    record.repeats_run = len(side.timed)
+    record.compiled = backends.get(config.backend).compiled(config, lm)
     if config.compile != "off" and not record.compiled:
         record.fallback = "; ".join(filter(None, [record.fallback,
                                                  f"compile was requested but {config.backend} did not compile"]))
-    _fill_figures(record, config, lm, outputs[0], outputs[config.warmup:])
-
+    _fill_figures(record, config, lm, side.outputs[0], side.timed)
     if config.profile_kernels:
         yield Phase("profiling", "separate pass under torch.profiler to name the attention kernels")
-        profiled = yield from _run_pass(config, lm, input_ids, min(config.new_tokens, PROFILE_NEW_TOKENS), stop, "profile",
-                                         profile=True)
+        profiled = yield from _run_pass(config, lm, side.input_ids, min(config.new_tokens, PROFILE_NEW_TOKENS), stop,
+                                        "profile", profile=True)
         _fill_kernels(record, config, profiled)
+    side.done = True
 
 
 def _compile_artifacts(config: RunConfig, device: str) -> Path | None:
@@ -711,40 +773,194 @@ def _describe_failure(exc: Exception, config: RunConfig) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def generate(config: RunConfig, stop: threading.Event | None = None, models: ModelCache = MODELS) -> Iterator[Event]:
-    """Run `config` and yield its events; the last event is always a `Result`, whatever happened.
+MAX_PAIRS = 12  # an unsure A-vs-B verdict takes more interleaved pairs, up to this many in all
+MAX_EXTRA_S = 20.0  # and for no longer than this, nor than the planned repeats took
 
-    `record.status` is `ok`, `invalid` (the request cannot run here; `reason` says why), `error`
-    (it failed while running; `reason` says what to change) or `stopped`.
+
+def _failure(side: _Side, exc: Exception) -> None:
+    """Turn what a side's step raised into its record's status and reason."""
+    record = side.record
+    if isinstance(exc, ConfigError):
+        record.status, record.reason = "invalid", str(exc)
+    elif isinstance(exc, LoadError):
+        record.status, record.reason = "error", str(exc)
+    elif isinstance(exc, Stopped):
+        record.status, record.reason = "stopped", str(exc)
+    elif isinstance(exc, torch.cuda.OutOfMemoryError):
+        record.status = "error"
+        record.reason = (f"the GPU ran out of memory while {side.stage} ({str(exc).splitlines()[0][:160]}); lower "
+                         "the prompt length, new tokens or batch size, or pick a smaller model or dtype. "
+                         "The model was unloaded and its memory freed.")
+    else:  # any other failure becomes a clear record; the caller keeps serving
+        log.exception("run failed: %s", side.config)
+        record.status, record.reason = "error", _describe_failure(exc, side.config)
+    side.done = True
+
+
+def stop_requested(side: _Side) -> bool:
+    """Whether the user asked to stop before this side's next step: then it ends stopped, with nothing more run."""
+    if side.stop.is_set() and not side.done:
+        _failure(side, Stopped("stopped by the user before this side finished"))
+    return side.done
+
+
+def _step(side: _Side, steps: Iterator[Event], models: ModelCache) -> Iterator[tuple[str, Event]]:
+    """A side's step with its events tagged by side; a failure ends that side alone, with a clear record."""
+    out_of_memory = False
+    if stop_requested(side):
+        return
+    try:
+        for event in steps:
+            if isinstance(event, Phase):
+                side.stage = _stage_name(event)
+            yield side.name, event
+    except Exception as exc:
+        out_of_memory = isinstance(exc, torch.cuda.OutOfMemoryError)
+        _failure(side, exc)
+    if out_of_memory:
+        models.clear()  # after the handler, so the traceback no longer pins the model's tensors
+        side.lm = None
+
+
+def _alive(sides: list[_Side]) -> list[_Side]:
+    return [s for s in sides if not s.done]
+
+
+def _why_not_interleaved(first: _Side, second: _Side, models: ModelCache) -> str | None:
+    """Why B's repeats cannot take turns with A's in this process, or None: then both stay loaded."""
+    a, b = first.config, second.config
+    if "tp" in (a.parallel, b.parallel):
+        return "a tensor-parallel side runs in processes of its own"
+    if first.done:
+        return "A did not run"
+    if a.compile != "off" and b.compile != "off" and a.sdpa_backend != b.sdpa_backend:
+        return "the sides compile under different SDPA kernels, which one process cannot hold compiled at once"
+    drafts = {(c.draft_model, c.trust_remote_code) for c in (a, b) if speculative.REGISTRY[c.spec].draft_model}
+    if len(drafts) > 1:
+        return "the sides draft with different draft models"
+    try:
+        device, dtype = capabilities.check(b)
+        if models.holds(_key(b, device, dtype)) or first.key == _key(b, device, dtype):
+            return None
+        check_memory(b, models, device, dtype, alongside=True)
+    except ConfigError as exc:
+        return f"B does not fit beside A ({exc})"
+    except (LoadError, OSError, ValueError):
+        return "B's size is unknown before it loads"
+    return None
+
+
+def _unsure(sides: list[_Side], figure: str) -> bool:
+    """Whether the interleaved pairs so far leave the verdict on `figure` open."""
+    from playground.diagnostics import HEADLINES
+    from playground.metrics import paired_verdict
+
+    field, higher_is_better = HEADLINES[figure]
+
+    def values(side: _Side) -> list[float]:
+        if field == "ttft_ms":
+            return [p.timing.ttft_ms for p in side.timed]
+        rows = side.config.batch_size if field == "aggregate_decode_tok_s" else 1
+        return [(p.timing.decode_tok_s or 0.0) * rows for p in side.timed]
+
+    verdict = paired_verdict(values(sides[0]), values(sides[1]), higher_is_better)
+    return verdict is not None and verdict.call == "unsure"
+
+
+def _interleave(sides: list[_Side], stop: threading.Event, models: ModelCache, figure: str,
+                extra_s: float | None) -> Iterator[tuple[str, Event]]:
+    """The timed repeats in turn, A1 B1 A2 B2 ..., so a drift of the host lands on both sides; then, while the
+    verdict on `figure` is open, more pairs within the time cap."""
+    planned = max(s.config.repeats for s in sides)
+    other_load = OtherCpuLoad()
+    other_load.start()
+    started = time.perf_counter()
+    for _ in range(planned):
+        for side in _alive(sides):
+            yield from _step(side, _repeat(side, stop, models, planned), models)
+    spent = time.perf_counter() - started
+    budget = min(spent, MAX_EXTRA_S) if extra_s is None else extra_s
+    extra_start = time.perf_counter()
+    while (len(_alive(sides)) == 2 and len(sides[0].timed) < MAX_PAIRS and _unsure(sides, figure)
+           and time.perf_counter() - extra_start < budget):
+        for side in _alive(sides):
+            yield from _step(side, _repeat(side, stop, models, len(side.timed) + 1), models)
+    load = other_load.stop()
+    for side in sides:
+        side.record.host_other_cpu_pct = load
+
+
+def _in_turn(side: _Side, stop: threading.Event, models: ModelCache) -> Iterator[tuple[str, Event]]:
+    """One side's timed repeats, all in a row."""
+    other_load = OtherCpuLoad()
+    other_load.start()
+    for _ in range(side.config.repeats):
+        if not side.done:
+            yield from _step(side, _repeat(side, stop, models, side.config.repeats), models)
+    side.record.host_other_cpu_pct = other_load.stop()
+
+
+def _measure(sides: list[_Side], stop: threading.Event, models: ModelCache, figure: str,
+             extra_s: float | None) -> Iterator[tuple[str, Event]]:
+    """Load and warm up A; where B can stay loaded beside it, load and warm up B and time their repeats in turn;
+    else (blocks) finish A first. A failed side ends alone; the other goes on."""
+    first, rest = sides[0], sides[1:]
+    yield from _step(first, _prepare(first, stop, models), models)
+    if not first.done:
+        yield from _step(first, _warm_up(first, stop, models), models)
+    why = _why_not_interleaved(first, rest[0], models) if rest else None
+    if rest and why is None:
+        pair_id = uuid.uuid4().hex[:12]
+        for side in sides:
+            side.record.pairing, side.record.pair_id = "interleaved", pair_id
+        second = rest[0]
+        yield from _step(second, _prepare(second, stop, models, keep=first.key), models)
+        if not second.done:
+            yield from _step(second, _warm_up(second, stop, models), models)
+        if not second.done:
+            yield from _interleave(sides, stop, models, figure, extra_s)
+        else:
+            yield from _in_turn(first, stop, models)
+        for side in _alive(sides):
+            yield from _step(side, _finish(side, stop), models)
+        return
+    for i, side in enumerate(sides):
+        if rest:
+            side.record.pairing = f"blocks: {why}"
+        if i:
+            yield from _step(side, _prepare(side, stop, models), models)
+            if not side.done:
+                yield from _step(side, _warm_up(side, stop, models), models)
+        if not side.done:
+            yield from _in_turn(side, stop, models)
+        if not side.done:
+            yield from _step(side, _finish(side, stop), models)
+
+
+def generate_sides(configs: dict[str, RunConfig], stop: threading.Event | None = None, models: ModelCache = MODELS,
+                   figure: str = "decode", extra_s: float | None = None) -> Iterator[tuple[str, Event]]:
+    """Run one configuration, or A and B measured together, yielding (side, event); each side ends with a `Result`.
+
+    Two sides have their timed repeats interleaved where both models fit in memory (`record.pairing` says how
+    they were timed), and take more pairs while the verdict on `figure` (a `diagnostics.HEADLINES` name) is
+    open, for at most `extra_s` more seconds (None: as long as the planned repeats took, at most MAX_EXTRA_S).
+    `record.status` is `ok`, `invalid` (the request cannot run here; `reason` says why), `error` (it failed
+    while running; `reason` says what to change) or `stopped`.
     """
     stop = stop or threading.Event()
-    record = _blank_record(config)
-    stage, out_of_memory = "checking the request", False
+    sides = [_Side(name, config, _blank_record(config), stop) for name, config in configs.items()]
     with DEVICE_LOCK:
-        try:
-            for event in _measure(config, record, stop, models):
-                if isinstance(event, Phase):
-                    stage = _stage_name(event)
-                yield event
-        except ConfigError as exc:
-            record.status, record.reason = "invalid", str(exc)
-        except LoadError as exc:
-            record.status, record.reason = "error", str(exc)
-        except Stopped as exc:
-            record.status, record.reason = "stopped", str(exc)
-        except torch.cuda.OutOfMemoryError as exc:
-            out_of_memory = True
-            record.status = "error"
-            record.reason = (f"the GPU ran out of memory while {stage} ({str(exc).splitlines()[0][:160]}); lower "
-                             "the prompt length, new tokens or batch size, or pick a smaller model or dtype. "
-                             "The model was unloaded and its memory freed.")
-        except Exception as exc:  # any other failure becomes a clear record; the caller keeps serving
-            log.exception("run failed: %s", config)
-            record.status, record.reason = "error", _describe_failure(exc, config)
-        if out_of_memory:
-            models.clear()  # after the handler, so the traceback no longer pins the model's tensors
-        record.env = environment()
-    yield Result(record)
+        yield from _measure(sides, stop, models, figure, extra_s)
+        for side in sides:
+            side.record.env = environment()
+    for side in sides:
+        yield side.name, Result(side.record)
+
+
+def generate(config: RunConfig, stop: threading.Event | None = None, models: ModelCache = MODELS) -> Iterator[Event]:
+    """Run `config` and yield its events; the last event is always a `Result`, whatever happened."""
+    for _, event in generate_sides({"": config}, stop, models):
+        yield event
 
 
 def run(config: RunConfig, stop: threading.Event | None = None, models: ModelCache = MODELS,

@@ -340,8 +340,14 @@ def gpu_duration_s(config: RunConfig) -> int:
     return int(min(ZERO_GPU_MAX_S, max(ZERO_GPU_MIN_S, math.ceil(run_cost(config, zero_gpu=True).seconds))))
 
 
+def pair_duration_s(configs: dict[str, RunConfig], figure: str = "decode") -> int:
+    """Seconds of GPU to declare for a run of one or both sides: their estimated costs added, within the bounds."""
+    return int(min(ZERO_GPU_MAX_S, sum(gpu_duration_s(c) for c in configs.values())))
+
+
 def gpu_runner(generate: Callable[..., Iterator], zero_gpu: bool) -> Callable[..., Iterator]:
-    """`generate(config, stop)` as is, or on ZeroGPU wrapped in `spaces.GPU(duration=gpu_duration_s, size=...)`.
+    """`generate(configs, stop, figure)` as is, or on ZeroGPU wrapped in `spaces.GPU(duration=pair_duration_s,
+    size=...)`, with no repeats beyond the planned ones, which the declared duration has no room for.
 
     The ZeroGPU worker is another process that receives pickled arguments, so the stop switch
     cannot travel: Stop closes the stream instead, which `spaces` turns into closing the
@@ -351,8 +357,8 @@ def gpu_runner(generate: Callable[..., Iterator], zero_gpu: bool) -> Callable[..
         return generate
     import spaces
 
-    @spaces.GPU(duration=gpu_duration_s, size=zero_gpu_size())
-    def on_gpu(config: RunConfig) -> Iterator:
-        yield from generate(config)
+    @spaces.GPU(duration=pair_duration_s, size=zero_gpu_size())
+    def on_gpu(configs: dict[str, RunConfig], figure: str = "decode") -> Iterator:
+        yield from generate(configs, None, figure=figure, extra_s=0.0)
 
-    return lambda config, stop=None: on_gpu(config)
+    return lambda configs, stop=None, figure="decode": on_gpu(configs, figure)

@@ -282,35 +282,39 @@ def cache_key(name: str, device: str, dtype: str, attn: str, trust_remote_code: 
 
 
 class ModelCache:
-    """Holds the one loaded model; `get` reuses it or swaps it for a new one."""
+    """Holds the loaded model, or two while an A-vs-B run interleaves them; `get` reuses one or loads anew."""
 
     def __init__(self) -> None:
-        self._loaded: LoadedModel | None = None
+        self._held: dict[tuple, LoadedModel] = {}  # oldest first
         self._draft: LoadedModel | None = None
         self._lock = threading.Lock()
 
     def get(self, name: str, device: str, dtype: str, attn: str, trust_remote_code: bool = False,
-            quant: str = "none", split: str = "none") -> tuple[LoadedModel, bool]:
-        """Return (model, reused); `quant` quantizes the loaded weights in place, presets and checkpoints alike;
-        `split` places a checkpoint across devices (playground.parallel)."""
+            quant: str = "none", split: str = "none", keep: tuple | None = None) -> tuple[LoadedModel, bool]:
+        """Return (model, reused); every other held model is dropped first, but the one whose key is `keep`.
+        `quant` quantizes the loaded weights in place, presets and checkpoints alike; `split` places a checkpoint
+        across devices (playground.parallel)."""
         key = cache_key(name, device, dtype, attn, trust_remote_code, quant, split)
         with self._lock:
-            if self._loaded is not None and self._loaded.key == key:
-                return self._loaded, True
+            if key in self._held:
+                return self._held[key], True
+            kept = self._held.get(keep) if keep is not None else None
             self.clear()
+            if kept is not None:
+                self._held[keep] = kept
             source = model_source(name)
             start = time.perf_counter()
             model, tokenizer = _load(name, source, device, dtype, attn, trust_remote_code, split)
             _quantize(model, quant, name)
             if device == "cuda":
                 torch.cuda.synchronize()
-            self._loaded = LoadedModel(
+            self._held[key] = LoadedModel(
                 key=key, model=model, tokenizer=tokenizer, source=source,
                 random_weights=source == "preset" and PRESETS[name].random_weights,
                 load_s=time.perf_counter() - start, device=device, dtype=dtype,
                 attn_effective=str(getattr(model.config, "_attn_implementation", attn)), quant=quant,
             )
-            return self._loaded, False
+            return self._held[key], False
 
     def attach_draft(self, lm: LoadedModel, name: str | None, trust_remote_code: bool = False) -> bool:
         """Set `lm.draft` to draft model `name` on lm's device, dtype and attention (None: no draft); loaded
@@ -335,22 +339,26 @@ class ModelCache:
             return reused
 
     def holds(self, key: tuple) -> bool:
-        return self._loaded is not None and self._loaded.key == key
+        return key in self._held
+
+    @property
+    def latest(self) -> LoadedModel | None:
+        """The model loaded last, if any."""
+        return next(reversed(self._held.values()), None)
 
     def config_for(self, name: str, trust_remote_code: bool = False):
-        """The config of `name`: the loaded model's when it is held, else read (for a hub id, fetched) anew."""
-        if self._loaded is not None and self._loaded.key[0] == name:
-            return self._loaded.model.config
-        return load_config(name, trust_remote_code)
+        """The config of `name`: a held model's, else read (for a hub id, fetched) anew."""
+        held = next((m for m in self._held.values() if m.key[0] == name), None)
+        return held.model.config if held is not None else load_config(name, trust_remote_code)
 
     @property
     def held_bytes(self) -> int:
-        """Bytes of the loaded model's weights (freed when another model replaces it)."""
-        return sum(m.param_bytes for m in (self._loaded, self._draft) if m is not None)
+        """Bytes of the held models' weights (freed when another model replaces them)."""
+        return sum(m.param_bytes for m in (*self._held.values(), self._draft) if m is not None)
 
     def clear(self) -> None:
-        """Drop the model and its draft and give their memory back to the device."""
-        self._loaded = self._draft = None
+        """Drop the models and the draft and give their memory back to the device."""
+        self._held, self._draft = {}, None
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

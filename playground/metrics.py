@@ -168,21 +168,74 @@ def t_critical_95(dof: float) -> float:
     return min((t for at, t in T_CRITICAL_95_LARGE if at <= dof), default=T_CRITICAL_95[-1])
 
 
-def means_differ(mean_a: float, std_a: float, n_a: int, mean_b: float, std_b: float, n_b: int) -> bool | None:
-    """Welch's t-test at 95%, two-sided: do two means of repeats differ beyond the repeats' noise?
+NOISE_FLOOR = 0.05  # no host's verdict calls a difference under 5%: CPU clocks and caches drift that much between
+# two identical runs, and a demo must not show noise as a speedup
 
-    None when a side has fewer than two repeats (no noise estimate). With 3 repeats a side the
-    difference must exceed 2.8 standard errors when the spreads are alike and up to 4.3 when one
-    dominates, so "B faster" is not claimed from one lucky run. Degrees of freedom are rounded down
-    to a tabulated value, which errs towards "within noise".
-    """
-    if n_a < 2 or n_b < 2:
+
+@dataclass(frozen=True)
+class Verdict:
+    """B against A on one figure: the ratio (>1: B better), its 95% interval, the noise floor beside it, and the call.
+
+    `call` is better | worse (the interval excludes no change and the ratio clears the noise floor), same (the
+    whole interval lies within the floor), unsure (neither: more repeats could tell) or unknown (a side has
+    fewer than two repeats, so there is no noise estimate)."""
+
+    ratio: float
+    low: float
+    high: float
+    noise: float  # the floor as a fraction: the larger of NOISE_FLOOR and the spread of the pairs' ratios (paired) or
+    # of each side's repeats (apart)
+    n: int  # pairs when paired, else the smaller side's repeats
+    paired: bool
+    call: str
+
+
+def _verdict(log_ratio: float, half_width: float, noise: float, n: int, paired: bool) -> Verdict:
+    floor = math.log1p(noise)
+    if n < 2:
+        call = "unknown"
+    elif log_ratio > floor and log_ratio - half_width > 0:
+        call = "better"
+    elif log_ratio < -floor and log_ratio + half_width < 0:
+        call = "worse"
+    elif -floor < log_ratio - half_width and log_ratio + half_width < floor:
+        call = "same"
+    else:
+        call = "unsure"
+    return Verdict(math.exp(log_ratio), math.exp(log_ratio - half_width), math.exp(log_ratio + half_width), noise,
+                   n, paired, call)
+
+
+def paired_verdict(a: list[float], b: list[float], higher_is_better: bool) -> Verdict | None:
+    """The verdict from interleaved repeats (A1 B1 A2 B2 ...): pair i's ratio b_i / a_i, so a drift of the host
+    that lands on both members of a pair cancels. Student's t over the pairs' log ratios, at 95%."""
+    pairs = [(x, y) for x, y in zip(a, b) if x and y]
+    if not pairs:
         return None
-    var_a, var_b = std_a * std_a / n_a, std_b * std_b / n_b
-    if var_a + var_b == 0:
-        return mean_a != mean_b
-    dof = (var_a + var_b) ** 2 / (var_a * var_a / (n_a - 1) + var_b * var_b / (n_b - 1))
-    return abs(mean_a - mean_b) / math.sqrt(var_a + var_b) > t_critical_95(dof)
+    sign = 1.0 if higher_is_better else -1.0
+    logs = [sign * math.log(y / x) for x, y in pairs]
+    n = len(logs)
+    half = t_critical_95(n - 1) * statistics.stdev(logs) / math.sqrt(n) if n > 1 else math.inf
+    noise = max(NOISE_FLOOR, math.expm1(statistics.stdev(logs)) if n > 1 else 0.0)
+    return _verdict(statistics.fmean(logs), half, noise, n, paired=True)
+
+
+def unpaired_verdict(mean_a: float | None, std_a: float, n_a: int, mean_b: float | None, std_b: float, n_b: int,
+                     higher_is_better: bool) -> Verdict | None:
+    """The verdict from two runs measured apart (each side's mean ± std over its repeats): Welch's t on the log
+    ratio (its standard error from the spreads), degrees of freedom rounded down, which errs towards unsure."""
+    if not mean_a or not mean_b:
+        return None
+    sign = 1.0 if higher_is_better else -1.0
+    cv_a, cv_b = (std_a or 0.0) / mean_a, (std_b or 0.0) / mean_b
+    n = min(n_a, n_b)
+    half = math.inf
+    if n >= 2:
+        var_a, var_b = cv_a * cv_a / n_a, cv_b * cv_b / n_b
+        dof = (var_a + var_b) ** 2 / (var_a * var_a / (n_a - 1) + var_b * var_b / (n_b - 1)) if var_a + var_b else 1e9
+        half = t_critical_95(dof) * math.sqrt(var_a + var_b)
+    noise = max(NOISE_FLOOR, cv_a, cv_b)
+    return _verdict(sign * math.log(mean_b / mean_a), half, noise, n, paired=False)
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:

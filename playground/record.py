@@ -68,6 +68,12 @@ class RunRecord:
     itl_ms_p99: float | None = None
     e2e_ms: float | None = None
     e2e_ms_std: float | None = None
+    ttft_ms_runs: list[float] = field(default_factory=list)  # each timed repeat's figure, in the order they ran
+    decode_tok_s_runs: list[float] = field(default_factory=list)
+    repeats_run: int | None = None  # timed repeats measured: above `repeats` where an unsure A-vs-B verdict took more
+    pairing: str = ""  # how an A-vs-B run was timed: interleaved (A1 B1 A2 B2 ..., both records share pair_id) or
+    # "blocks: why" (all of A's repeats, then all of B's); "" for a run on its own
+    pair_id: str = ""
     tokens_generated: int | None = None
     # batching: the rows step together; the timestamps above are row 0's (playground.metrics)
     aggregate_decode_tok_s: float | None = None  # every row's tokens; decode_tok_s is one sequence's

@@ -1,8 +1,8 @@
 import pytest
 
-from playground.metrics import (MatmulShape, PassTiming, StepCounts, aggregate_tok_s, attended_pairs,
+from playground.metrics import (NOISE_FLOOR, MatmulShape, paired_verdict, unpaired_verdict, PassTiming, StepCounts, aggregate_tok_s, attended_pairs,
                                 first_difference, kv_bytes_per_token_measured, padding, percentile,
-                                prefill_flops, means_differ, speculation, speedup, summarize, t_critical_95)
+                                prefill_flops, speculation, speedup, summarize, t_critical_95)
 
 
 def timing(tokens, prefill_start=10.0, call_start=9.5, end=None):
@@ -99,12 +99,37 @@ def test_a_sliding_window_caps_the_keys_each_query_attends_to():
     assert attended_pairs(6, 3) == 1 + 2 + 3 + 3 + 3 + 3
 
 
-def test_welch_test_needs_more_than_a_lucky_difference():
-    assert means_differ(100.0, 1.0, 3, 50.0, 1.0, 3) is True
-    assert means_differ(57.4, 22.9, 3, 25.8, 3.61, 3) is False  # t = 2.4 on about 2 degrees of freedom
-    assert means_differ(57.4, 22.9, 30, 25.8, 3.61, 30) is True  # the same spread over 30 repeats
-    assert means_differ(10.0, 0.0, 3, 10.0, 0.0, 3) is False
-    assert means_differ(10.0, 1.0, 1, 20.0, 1.0, 3) is None  # one repeat: no noise estimate
+def test_the_unpaired_verdict_needs_more_than_a_lucky_difference():
+    assert unpaired_verdict(100.0, 1.0, 3, 50.0, 1.0, 3, higher_is_better=True).call == "worse"
+    assert unpaired_verdict(57.4, 22.9, 3, 25.8, 3.61, 3, higher_is_better=False).call == "unsure"
+    assert unpaired_verdict(57.4, 22.9, 30, 25.8, 3.61, 30, higher_is_better=False).call == "better"
+    assert unpaired_verdict(10.0, 0.0, 3, 10.0, 0.0, 3, higher_is_better=True).call == "same"
+    assert unpaired_verdict(10.0, 1.0, 1, 20.0, 1.0, 3, higher_is_better=True).call == "unknown"  # no noise estimate
+
+
+def test_pairing_cancels_a_drift_that_lands_on_both_sides():
+    """A host slowing down through the run: apart, B's repeats look slower; taken in turn, each pair agrees."""
+    drift = [100.0, 80.0, 64.0, 51.2]
+    a, b = drift, [x * 0.99 for x in drift]  # the same configuration, timed just after A each time
+    paired = paired_verdict(a, b, higher_is_better=True)
+    assert paired.call == "same" and paired.paired and paired.n == 4
+    assert unpaired_verdict(100.0, 1.0, 3, 70.0, 1.0, 3, higher_is_better=True).call == "worse"  # blocks read drift
+
+
+def test_a_difference_under_the_noise_floor_is_never_called():
+    a, b = [100.0, 100.1, 99.9], [103.0, 103.1, 102.9]  # 3% apart, perfectly steady
+    v = paired_verdict(a, b, higher_is_better=True)
+    assert v.call != "better" and v.noise == NOISE_FLOOR
+    noisy = paired_verdict([100.0, 100.0, 100.0], [130.0, 85.0, 120.0], higher_is_better=True)
+    assert noisy.noise > 0.2 and noisy.call == "unsure"  # the pairs' own spread raises the floor
+    drifting = paired_verdict([100.0, 60.0, 100.0], [115.0, 70.0, 112.0], higher_is_better=True)
+    assert drifting.call == "better"  # each pair agrees, whatever the host did between pairs
+
+
+def test_a_clear_speedup_is_called_in_its_direction_for_either_kind_of_figure():
+    assert paired_verdict([20.0, 21.0, 19.0], [80.0, 85.0, 78.0], higher_is_better=True).call == "better"
+    ttft = paired_verdict([20.0, 21.0, 19.0], [80.0, 85.0, 78.0], higher_is_better=False)
+    assert ttft.call == "worse" and 0.2 < ttft.ratio < 0.3
 
 
 def test_critical_t_never_drops_below_the_tabulated_value_for_fewer_dof():

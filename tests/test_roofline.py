@@ -63,9 +63,9 @@ def test_engine_records_what_the_step_reads():
                        warmup=0, profile_kernels=False, cache_impl="static")
     record = run(config)
     assert record.status == "ok" and record.roofline_tok_s is None  # no bandwidth figure on a CPU
-    _fill_roofline(record, config, MODELS._loaded, 1000.0, int(record.kv_cache_mb * 2**20))
+    _fill_roofline(record, config, MODELS.latest, 1000.0, int(record.kv_cache_mb * 2**20))
     assert record.roofline_kv_read == "allocated"
     assert record.roofline_kv_mb == pytest.approx(record.kv_cache_mb)
-    assert record.roofline_weight_mb * 2**20 == roofline.decode_weight_bytes(MODELS._loaded.model)
+    assert record.roofline_weight_mb * 2**20 == roofline.decode_weight_bytes(MODELS.latest.model)
     assert record.bandwidth_roofline_pct == pytest.approx(
         100 * record.decode_tok_s * (record.roofline_weight_mb + record.roofline_kv_mb) * 2**20 / 1e12)

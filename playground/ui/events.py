@@ -21,6 +21,7 @@ import gradio as gr
 import pandas as pd
 
 from playground.config import SETTINGS, ConfigError, RunConfig
+from playground.diagnostics import HEADLINES
 from playground.hosting import HostingPolicy, gpu_runner
 from playground.presets import PRESETS
 from playground.record import BUSY_HOST_PCT, RunRecord
@@ -123,7 +124,8 @@ def client_address(request: Any) -> str:
 
 def read_settings(values: dict[str, Any]) -> tuple[SharedSettings, dict[str, ColumnSettings]]:
     """Split named control values ('prompt', 'A.attn', ...) into shared and per-side settings."""
-    shared = SharedSettings(**{f.name: values[f.name] for f in dataclasses.fields(SharedSettings)})
+    shared = SharedSettings(**{f.name: values[f.name] for f in dataclasses.fields(SharedSettings)
+                               if f.name in values or f.default is dataclasses.MISSING})
     columns = {side: ColumnSettings(**{f.name: values[f"{side}.{f.name}"] for f in dataclasses.fields(ColumnSettings)})
                for side in SIDES}
     return shared, columns
@@ -216,14 +218,15 @@ def run(app: Playground, values: dict[str, Any], sides: tuple[str, ...], session
     configs = app.configs(shared, {side: columns[side] for side in sides})
     history = app.history(session)
     panes: dict[str, Pane] = {}
-    for panes in run_sides(configs, history, app.new_stop(session), app.generate):
+    figure = shared.figure if shared.figure in HEADLINES else "decode"
+    for panes in run_sides(configs, history, app.new_stop(session), app.generate, figure=figure):
         app.panes[session] = panes
         yield _pane_values(panes)
     finished = {s: p.record for s, p in panes.items() if p.record is not None and p.record.status == "ok"}
     selected = list(values.get("selection") or []) + [r.run_id for r in finished.values() if r.run_id is not None]
     yield {
         **_pane_values(panes),
-        "summary": render.summary_html(panes),
+        "summary": render.summary_html(panes, figure),
         "metrics": render.metrics_table(finished),
         "diagnostics": render.diagnostics_html(finished),
         **history_view(history, selected, app.export_dir(session)),

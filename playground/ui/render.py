@@ -10,7 +10,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from playground.diagnostics import checklist, compare_outputs, num, speedup_of
+from playground.diagnostics import (checklist, compare_outputs, host_load, noise_words, num, verdict,
+                                    verdict_words)
 from playground.record import BUSY_HOST_PCT, RunRecord, config_name
 
 if TYPE_CHECKING:
@@ -202,17 +203,15 @@ def _top_kernels(rec: RunRecord, shown: int = 3) -> str:
 
 
 def speedup_text(a: RunRecord, b: RunRecord, headline: str) -> str:
-    """'B 1.52× faster' or 'B 1.90× slower' on a headline figure; grey unless it beats the repeats' noise."""
-    ratio, verdict = speedup_of(a, b, headline)
-    if ratio is None:
+    """'B 1.52× faster', 'B 1.90× slower' or 'no clear difference on this host'; coloured only when the verdict
+    clears the noise (diagnostics.verdict), with how it was reached on hover."""
+    v = verdict(a, b, headline)
+    if v is None:
         return "—"
-    text = f"B {ratio:.2f}× faster" if ratio >= 1 else f"B {1 / ratio:.2f}× slower"
-    if verdict is None:
-        return f'<span class="dim" title="a run with one repeat has no noise estimate">{text} (1 repeat: noise unknown)</span>'
-    if not verdict:
-        return (f'<span class="dim" title="Welch t-test over the repeats: not different at 95%">'
-                f'{text} (within noise)</span>')
-    return f'<span class="{"good" if ratio >= 1 else "bad"}">{text}</span>'
+    text, how = verdict_words(v), escape(noise_words(v, host_load(a, b)))
+    if v.call in ("better", "worse"):
+        return f'<span class="{"good" if v.call == "better" else "bad"}" title="{how}">{text}</span>'
+    return f'<span class="dim" title="{how}">{text}</span>'
 
 
 def metrics_table(records: dict[str, RunRecord]) -> str:
@@ -234,15 +233,25 @@ def metrics_table(records: dict[str, RunRecord]) -> str:
     return f'<table class="metrics"><thead><tr><th>Metric</th>{head}{vs}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def summary_html(panes: dict[str, Pane]) -> str:
-    """The headline: speedups, whether the tokens match, and any warnings, in plain words."""
+HEADLINE_LABELS = {"ttft": "Prefill (TTFT)", "decode": "Decode (tok/s)", "throughput": "Decode, all sequences"}
+
+
+def summary_html(panes: dict[str, Pane], figure: str = "decode") -> str:
+    """The headline: the verdict on the figure the comparison is about first, how it was measured (interleaved
+    pairs, noise floor, the host's other load), then the other figures, whether the tokens match, and warnings."""
     done = {s: p.record for s, p in panes.items() if p.record is not None and p.record.status == "ok"}
     items = []
     if "A" in done and "B" in done:
         a, b = done["A"], done["B"]
-        items.append(f"<div class='headline'><div><span class='label'>Prefill (TTFT)</span><br>"
-                     f"{speedup_text(a, b, 'ttft')}</div><div><span class='label'>Decode (tok/s)</span><br>"
-                     f"{speedup_text(a, b, 'decode')}</div></div>")
+        order = [figure, *(h for h in ("ttft", "decode") if h != figure)]
+        cells = "".join(f"<div class='{'lead' if h == figure else 'aside'}'><span class='label'>{HEADLINE_LABELS[h]}"
+                        f"</span><br>{speedup_text(a, b, h)}</div>" for h in order)
+        items.append(f"<div class='headline'>{cells}</div>")
+        lead = verdict(a, b, figure)
+        if lead is not None:
+            how = a.pairing if a.pairing.startswith("blocks") else ""
+            items.append(f"<div class='note dim measured'>{escape(noise_words(lead, host_load(a, b)))}"
+                         f"{escape('; timed in ' + how) if how else ''}.</div>")
         items.append(_identical_text(a, b))
     for side, rec in done.items():
         items.append(_checklist_line(side, rec))

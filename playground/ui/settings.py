@@ -51,6 +51,7 @@ class SharedSettings:
     mode: str = SETTINGS["mode"].default
     repeats: int = SETTINGS["repeats"].default
     warmup: int = SETTINGS["warmup"].default
+    figure: str = "decode"  # the headline the verdict leads with (diagnostics.HEADLINES), set by a comparison
 
 
 def _whole(name: str, value: object) -> int:
@@ -234,12 +235,15 @@ class Comparison:
     b: ColumnSettings
     shared: dict = field(default_factory=dict)
     long_prompt: bool = False  # a synthetic prompt of LONG_PROMPT_TOKENS, cut to fit the model's context
+    figure: str = "decode"  # the figure the lever is about, which the headline leads with (diagnostics.HEADLINES)
+    cannot_show: str = ""  # why this host cannot show the lever's effect, and what would: said before Run
 
     def workload(self, context: int | None) -> dict:
         """Every shared setting this comparison depends on, for a model of `context` tokens (None: unknown)."""
         from playground.hosting import zero_gpu_available
 
-        values = {**WORKLOAD_DEFAULTS, **self.shared, **(ZERO_GPU_WORKLOAD if zero_gpu_available() else {})}
+        values = {**WORKLOAD_DEFAULTS, **self.shared, **(ZERO_GPU_WORKLOAD if zero_gpu_available() else {}),
+                  "figure": self.figure}
         if self.long_prompt:
             room = context - values["new_tokens"] if context else LONG_PROMPT_TOKENS
             values.update(synthetic=True, prompt_tokens=min(LONG_PROMPT_TOKENS, room))

@@ -1,7 +1,7 @@
-"""Run A then B through the engine and keep what each pane shows, cheaply, while tokens arrive.
+"""Run A and B through the engine and keep what each pane shows, cheaply, while tokens arrive.
 
-One generator drives both sides in turn, so the two runs never share the device (interleaving
-would corrupt both timings). Every figure shown comes from the engine's own timestamps
+One engine generator drives both sides: their passes take turns on the device (A1 B1 A2 B2 ...),
+never at once, so a drift of the host lands on both and no pass shares the device with another. Every figure shown comes from the engine's own timestamps
 (`Token.t_ms`, taken after a device synchronize), never from when the browser drew a token.
 
 Updates are throttled: a snapshot is yielded at most every `UPDATE_INTERVAL_S` (and at every
@@ -92,6 +92,9 @@ class Pane:
         self.texts.append(token.text)
 
     def finish(self, record: RunRecord) -> None:
+        if record.status == "stopped" and self.state == "waiting":  # a Stop came before this side's first step
+            self.refuse("skipped", "not run: stopped before this side started")
+            return
         self.record, self.state = record, record.status
         self.status = "done" if record.status == "ok" else record.status
         self.message = record.reason
@@ -103,36 +106,40 @@ class Pane:
         return render.pane_html(self, live=self.state == "running")
 
 
-Generate = Callable[[RunConfig, threading.Event], Iterator["engine.Event"]]
+Generate = Callable[[dict[str, RunConfig], threading.Event, str], Iterator[tuple[str, "engine.Event"]]]
 
 
-def generate(config: RunConfig, stop: threading.Event | None = None) -> Iterator[engine.Event]:
-    """The engine's `generate`, imported when a run starts: the page loads without torch."""
+def generate(configs: dict[str, RunConfig], stop: threading.Event | None = None, figure: str = "decode",
+             extra_s: float | None = None) -> Iterator[tuple[str, engine.Event]]:
+    """The engine's `generate_sides`, imported when a run starts: the page loads without torch."""
     from playground import engine
 
-    return engine.generate(config, stop)
+    return engine.generate_sides(configs, stop, figure=figure, extra_s=extra_s)
 
 
 def run_sides(configs: dict[str, RunConfig | ConfigError], store: RunStore | SessionRuns, stop: threading.Event,
-              generate: Generate = generate, clock: Callable[[], float] = time.monotonic
+              generate: Generate = generate, clock: Callable[[], float] = time.monotonic, figure: str = "decode"
               ) -> Iterator[dict[str, Pane]]:
-    """Run each side in order and yield the panes (mutated in place) at throttled moments.
+    """Run the sides through the engine together (their timed repeats take turns) and yield the panes (mutated in
+    place) at throttled moments.
 
-    Finished runs with status ok go into the store; a Stop skips the sides not yet started.
-    `generate` is the engine's, or the same wrapped to run on a ZeroGPU worker.
+    A side refused before it runs is shown at once; finished runs with status ok go into the store.
+    `generate` is the engine's, or the same wrapped to run on a ZeroGPU worker; `figure` is the headline the
+    engine takes more repeats for while its verdict is open.
     """
     panes = {side: Pane(side, render.config_title(cfg)) for side, cfg in configs.items()}
     yield panes
+    runnable = {side: cfg for side, cfg in configs.items() if not isinstance(cfg, ConfigError)}
     for side, config in configs.items():
-        pane = panes[side]
         if isinstance(config, ConfigError):
-            pane.refuse("invalid", str(config))
-            yield panes
-        elif stop.is_set():
-            pane.refuse("skipped", "not run: stopped before this side started")
-            yield panes
-        else:
-            yield from _stream_one(pane, generate(config, stop), store, clock, panes)
+            panes[side].refuse("invalid", str(config))
+    if stop.is_set():
+        for side in runnable:
+            panes[side].refuse("skipped", "not run: stopped before this side started")
+    if len(runnable) < len(configs) or stop.is_set():
+        yield panes
+    if runnable and not stop.is_set():
+        yield from _stream(panes, generate(runnable, stop, figure), store, clock)
     if _mark_first_difference(panes):
         yield panes
 
@@ -149,13 +156,14 @@ def _mark_first_difference(panes: dict[str, Pane]) -> bool:
     return True
 
 
-def _stream_one(pane: Pane, events: Iterator[engine.Event], store: RunStore | SessionRuns,
-                clock: Callable[[], float], panes: dict[str, Pane]) -> Iterator[dict[str, Pane]]:
+def _stream(panes: dict[str, Pane], events: Iterator[tuple[str, engine.Event]], store: RunStore | SessionRuns,
+            clock: Callable[[], float]) -> Iterator[dict[str, Pane]]:
     from playground.engine import Phase, Token
 
     last = clock()
     with contextlib.closing(events):  # closing stops the engine and frees the device
-        for event in events:
+        for side, event in events:
+            pane = panes[side]
             if isinstance(event, Token):
                 pane.add(event)
                 if clock() - last < UPDATE_INTERVAL_S:

@@ -63,6 +63,7 @@ CSS = """
 .good { color: #15803d; } .bad { color: #b91c1c; }
 
 .summary .headline { display: flex; gap: 28px; font-size: 22px; font-weight: 700; }
+.summary .headline .aside { font-size: 16px; }
 .summary .headline .label { font-size: 13px; font-weight: 400; color: var(--body-text-color-subdued); }
 table.metrics, table.checks { width: 100% !important; border-collapse: collapse; font-size: 13.5px;
                               font-variant-numeric: tabular-nums; border: none !important; }

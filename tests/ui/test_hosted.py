@@ -27,7 +27,7 @@ from playground import capabilities, engine
 from playground.config import ConfigError, RunConfig
 from playground.hosting import (COMPILE_ON_ZERO_GPU, HOSTED_LIMITS, ZERO_GPU_BYTES, ZERO_GPU_CAPABILITY,
                                 ZERO_GPU_DEVICE, ZERO_GPU_MAX_S, ZERO_GPU_MIN_S, ZERO_GPU_SIZES, HostingPolicy,
-                                gpu_duration_s, gpu_runner, run_cost)
+                                gpu_duration_s, gpu_runner, pair_duration_s, run_cost)
 from playground.presets import DEFAULT_MODEL
 from playground.ui import events
 from playground.ui.settings import (ColumnSettings, SharedSettings, check_column, comparisons, compile_choices,
@@ -156,7 +156,7 @@ def test_the_real_spaces_decorator_takes_the_apps_arguments_and_passes_through_o
     params = inspect.signature(real_spaces.GPU).parameters
     assert params["duration"].kind is params["size"].kind is inspect.Parameter.KEYWORD_ONLY
     config = RunConfig(model=TINY, prompt="hi", new_tokens=3, repeats=1, warmup=0, profile_kernels=False)
-    last = list(gpu_runner(engine.generate, zero_gpu=True)(config, threading.Event()))[-1]
+    _, last = list(gpu_runner(engine.generate_sides, zero_gpu=True)({"A": config}, threading.Event()))[-1]
     assert last.record.status == "ok" and last.record.new_tokens == 3
 
 
@@ -188,10 +188,12 @@ def test_zero_gpu_wraps_the_engine_declares_its_estimate_and_refuses_compile(mon
     with pytest.raises(ConfigError, match=re.escape(COMPILE_ON_ZERO_GPU)):
         policy.check(RunConfig(prompt="hi", cache_impl="static", compile="default"))
     config = RunConfig(model=TINY, prompt="hi", new_tokens=3, repeats=1, warmup=0, profile_kernels=False)
-    last = list(gpu_runner(engine.generate, policy.zero_gpu)(config, threading.Event()))[-1]
+    _, last = list(gpu_runner(engine.generate_sides, policy.zero_gpu)({"A": config}, threading.Event()))[-1]
     assert last.record.status == "ok" and fake.CALLS == [(gpu_duration_s(config), "large")]
+    both = {"A": config, "B": config.replace(new_tokens=300)}
+    assert pair_duration_s(both) == gpu_duration_s(config) + gpu_duration_s(both["B"])  # both sides in one call
     monkeypatch.setenv("PLAYGROUND_ZERO_GPU_SIZE", "xlarge")
-    list(gpu_runner(engine.generate, policy.zero_gpu)(config, threading.Event()))
+    list(gpu_runner(engine.generate_sides, policy.zero_gpu)({"A": config}, threading.Event()))
     assert fake.CALLS[-1][1] == "xlarge"
     with pytest.raises(ValueError, match="PLAYGROUND_ZERO_GPU_SIZE='medium' must be one of large, xlarge"):
         HostingPolicy.from_env({**ON_ZERO_GPU, "PLAYGROUND_ZERO_GPU_SIZE": "medium"})
@@ -202,7 +204,7 @@ def test_without_spaces_nothing_changes(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "spaces" else
                         find_spec(name, *args))
     policy = HostingPolicy.from_env(ON_ZERO_GPU)
-    assert not policy.zero_gpu and gpu_runner(engine.generate, False) is engine.generate
+    assert not policy.zero_gpu and gpu_runner(engine.generate_sides, False) is engine.generate_sides
     assert all("⛔" not in label for label, _ in compile_choices(policy))
 
 

@@ -25,20 +25,20 @@ def test_speedup_direction_and_noise():
     assert "B 2.00× faster" in render.speedup_text(a, b, "ttft")
     assert "B 2.00× slower" in render.speedup_text(a, b, "decode")
     noisy = make_record(ttft_ms=11.0, ttft_ms_std=5.0)
-    assert "within noise" in render.speedup_text(b, noisy, "ttft")
+    assert "no clear difference on this host" in render.speedup_text(b, noisy, "ttft")
 
 
 def test_a_same_config_pair_with_one_wild_repeat_is_not_called_faster():
     """Seen in this repo's browser test: identical configs, A's TTFT 57.4 ± 22.9 ms vs B's 25.8 ± 3.61 (3 repeats)."""
     a, b = make_record(ttft_ms=57.4, ttft_ms_std=22.9), make_record(ttft_ms=25.8, ttft_ms_std=3.61)
-    assert "within noise" in render.speedup_text(a, b, "ttft")
+    assert "no clear difference on this host" in render.speedup_text(a, b, "ttft")
     steady = make_record(ttft_ms=57.4, ttft_ms_std=2.0)
     assert 'class="good"' in render.speedup_text(steady, b, "ttft")
 
 
 def test_one_repeat_says_its_noise_is_unknown():
     a, b = make_record(repeats=1, decode_tok_s=100.0), make_record(repeats=1, decode_tok_s=300.0)
-    assert "B 3.00× faster (1 repeat: noise unknown)" in render.speedup_text(a, b, "decode")
+    assert "B/A 3.00× (1 repeat: noise unknown)" in render.speedup_text(a, b, "decode")
 
 
 def test_metrics_table_shows_units_kernels_and_speedup_column():
@@ -99,11 +99,13 @@ def _fake_engine(outputs: dict[str, list[int]]):
     """An engine stand-in that streams the given ids as tokens and then a finished record."""
     from playground import engine
 
-    def generate(config, stop):
-        ids = outputs[config.attn]
-        for i, token_id in enumerate(ids):
-            yield engine.Token("repeat", i, token_id, f"w{token_id} ", float(i))
-        yield engine.Result(make_record(output_ids=ids, attn=config.attn))
+    def generate(configs, stop, figure):
+        for side, config in configs.items():
+            ids = outputs[config.attn]
+            for i, token_id in enumerate(ids):
+                yield side, engine.Token("repeat", i, token_id, f"w{token_id} ", float(i))
+        for side, config in configs.items():
+            yield side, engine.Result(make_record(output_ids=outputs[config.attn], attn=config.attn))
     return generate
 
 
