@@ -3,8 +3,8 @@
 Every option takes a comma-separated list; the run set is their Cartesian product, ordered so that
 load-time settings (model, device, dtype, attention) change least often and the loaded model is
 reused. An invalid or failing combination becomes a row with its status and reason, and the sweep
-goes on. Ctrl-C stops the run in flight within one decode step, prints the rows finished so far in
-the chosen format, and exits 130.
+goes on; the command then ends with a line naming each such row and why, and exits 1. Ctrl-C stops the
+run in flight within one decode step, prints the rows finished so far in the chosen format, and exits 130.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from typing import Callable, Iterable
 from playground.config import SETTINGS, ConfigError, RunConfig, Setting
 from playground.presets import DEFAULT_MODEL, PRESETS
 from playground.printers import PRINTERS, to_jsonl
-from playground.record import SETTING_FIELDS, RunRecord
+from playground.record import SETTING_FIELDS, RunRecord, run_name
 
 DEFAULT_PROMPT = "The quick brown fox"  # parsed like a typed --prompt, so it meets the same rule
 BENCH_DEFAULTS = {"new_tokens": 128}  # a sweep measures more decode steps than an interactive run
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT
+FAILED = 1  # a row did not run (invalid, error, stopped)
+SHORT_REASON = 100  # characters of a failed row's reason on the closing line
 # Swept fields in loop order, slowest first: load-time settings outermost, so the loaded model is reused.
 SWEPT = tuple(sorted((name for name, s in SETTINGS.items() if s.sweep), key=lambda name: not SETTINGS[name].load))
 SINGLE = tuple(name for name in SETTINGS if name not in SWEPT and name != "prompt")  # one value for every run
@@ -177,8 +179,7 @@ def run_bench(args: argparse.Namespace, records: list[RunRecord]) -> None:
     try:
         with tqdm(run_set(args), desc="bench", unit="run", file=sys.stderr, dynamic_ncols=True) as bar:
             for fields in bar:
-                label = (f"{fields['model']} {fields['backend']} {fields['attn']} "
-                         f"cache={'on' if fields['use_cache'] else 'off'} {fields['dtype']} compile={fields['compile']}")
+                label = f"{fields['model']} · {run_name(fields)}"
                 bar.set_postfix_str(label)
                 try:
                     record = run(RunConfig(**fields), stop,
@@ -188,7 +189,7 @@ def run_bench(args: argparse.Namespace, records: list[RunRecord]) -> None:
                 if store and record.status == "ok" and store.add(record) is None:
                     print(f"warning: {record.reason}", file=sys.stderr)
                 if stream:
-                    stream.write(to_jsonl([record]))
+                    stream.write(to_jsonl([record], base=records[0] if records else None))
                     stream.flush()
                 records.append(record)
     except KeyboardInterrupt:
@@ -211,8 +212,7 @@ def run_warm(args: argparse.Namespace) -> int:
     code = 0
     bar = tqdm(run_set(args), desc="warm", unit="run", file=sys.stderr, dynamic_ncols=True)
     for fields in bar:
-        label = (f"{fields['model']} backend={fields['backend']} compile={fields['compile']} dtype={fields['dtype']} "
-                 f"quant={fields['quant']} batch={fields['batch_size']}")
+        label = f"{fields['model']} · {run_name(fields)}"
         try:
             record = run(RunConfig(**fields), on_phase=lambda phase: bar.set_postfix_str(describe(phase)))
         except ConfigError as exc:
@@ -228,6 +228,22 @@ def run_warm(args: argparse.Namespace) -> int:
             print(f"{label}: cold call {record.cold_e2e_ms / 1e3:.1f} s, compile cache {record.compile_cache}, "
                   f"then {record.decode_tok_s:.1f} tok/s decode")
     return code
+
+
+def _short(reason: str) -> str:
+    """A reason's first line, cut at a word to at most SHORT_REASON characters (the row's status cell has it all)."""
+    first = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+    if len(first) <= SHORT_REASON:
+        return first
+    return first[:SHORT_REASON].rsplit(" ", 1)[0].rstrip(",;:(") + " …"
+
+
+def failures_line(records: list[RunRecord]) -> str:
+    """The closing line of a sweep with rows that did not run: each by its row number and name, and why; "" when
+    every row ran."""
+    failed = [f"row {i} ({r.name}) {r.status}: {_short(r.reason)}" for i, r in enumerate(records, 1)
+              if r.status != "ok"]
+    return f"{len(failed)} of {len(records)} row(s) failed: " + "; ".join(failed) if failed else ""
 
 
 def list_models() -> str:
@@ -255,11 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted: {len(records)} of {len(run_set(args))} run(s) finished; printing those",
               file=sys.stderr)
         code = INTERRUPTED
-    if args.output and args.format == "jsonl":
-        return code  # already written run by run
-    text = PRINTERS[args.format](records)
-    if args.output:
-        args.output.write_text(text)
-    else:
-        sys.stdout.write(text)
-    return code
+    if not (args.output and args.format == "jsonl"):  # else already written run by run
+        text = PRINTERS[args.format](records)
+        if args.output:
+            args.output.write_text(text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()  # the table, then the closing line
+    failed = failures_line(records)
+    if failed:
+        print(failed, file=sys.stderr)
+    return code or (FAILED if failed else 0)

@@ -9,10 +9,10 @@ import pytest
 from playground.bench import build_parser, run_set
 from playground.store import RunStore
 
-REQUIRED = ("model", "attn", "use_cache", "cache_impl", "dtype", "compile", "device", "prompt_tokens", "new_tokens",
-            "repeats", "status", "reason", "ttft_ms", "ttft_ms_std", "decode_tok_s", "decode_tok_s_std", "itl_ms_p50",
-            "itl_ms_p90", "itl_ms_p99", "e2e_ms", "peak_mem_mb", "kv_cache_mb", "compile_s", "attn_kernels",
-            "fallback", "output_ids", "env")
+REQUIRED = ("name", "model", "attn", "use_cache", "cache_impl", "cache_impl_effective", "dtype", "compile", "device",
+            "prompt_tokens", "new_tokens", "repeats", "status", "reason", "ttft_ms", "ttft_ms_std", "decode_tok_s",
+            "decode_tok_s_std", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "e2e_ms", "ttft_speedup", "decode_speedup",
+            "peak_mem_mb", "kv_cache_mb", "compile_s", "attn_kernels", "fallback", "output_ids", "env")
 
 
 def cli(*args):
@@ -22,7 +22,10 @@ def cli(*args):
 def test_json_sweep_has_every_field_and_an_invalid_row():
     out = cli("bench", "--model", "tiny-random-llama", "--attn", "eager,sdpa:efficient", "--cache", "on,off",
               "--prompt-tokens", "16", "--new-tokens", "8", "--repeats", "2", "--device", "cpu", "--format", "json")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == bench.FAILED, out.stderr  # a row that did not run fails the command
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("2 of 4 row(s) failed: row 3 (transformers · sdpa:efficient · dtype auto) invalid: ")
+    assert "row 4 (transformers · sdpa:efficient · dtype auto · no cache) invalid: " in last and "CUDA GPU" in last
     rows = json.loads(out.stdout)
     assert len(rows) == 4
     for row in rows:
@@ -62,6 +65,17 @@ def test_markdown_shows_mean_std_and_only_varying_settings(tmp_path):
     header = table.splitlines()[0]
     assert "attn" in header and "dtype" not in header and "±" in table
     assert "Same for all rows:" in table and "dtype=fp32" in table
+    assert "decode ×" in header and "TTFT ×" in header  # against the first row
+
+
+def test_the_fast_backend_runs_on_its_own_static_cache_and_refuses_a_dynamic_one():
+    out = cli("bench", "--backend", "fast", "--cache-impl", "auto,dynamic", "--new-tokens", "2", "--repeats", "1",
+              "--no-profile", "--device", "cpu", "--format", "json")
+    assert out.returncode == bench.FAILED, out.stderr
+    ran, refused = json.loads(out.stdout)
+    assert ran["status"] == "ok" and ran["cache_impl"] == "auto" and ran["cache_impl_effective"] == "static"
+    assert refused["status"] == "invalid" and "own static KV cache" in refused["reason"]
+    assert "1 of 2 row(s) failed: row 2 (fast · sdpa · dtype auto · dynamic cache) invalid:" in out.stderr
 
 
 # ---- help, refusals before the sweep, and Ctrl-C ------------------------------------------------------

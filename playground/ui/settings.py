@@ -274,12 +274,12 @@ def comparisons() -> dict[str, Comparison]:
         Comparison("Attention: eager vs sdpa (long context)",
                    "A long prompt makes prefill attention-bound. Next, try sdpa vs flash_attention_2 "
                    "to complete eager → sdpa → flash.",
-                   _column(attn="eager"), _column(attn="sdpa"), dict(new_tokens=32), long_prompt=True),
+                   _column(attn="eager"), _column(attn="sdpa"), dict(new_tokens=32), long_prompt=True, figure="ttft"),
         Comparison("Attention: sdpa vs flash_attention_2 (long context)",
                    "Both in bf16, since FlashAttention runs only in fp16/bf16. The kernels row shows what really "
                    "ran; if flash-attn cannot run here, B says why.",
                    _column(attn="sdpa", dtype="bf16"), _column(attn="flash_attention_2", dtype="bf16"), dict(new_tokens=32),
-                   long_prompt=True),
+                   long_prompt=True, figure="ttft"),
         Comparison("dtype: fp32 vs bf16",
                    "Half the bytes per weight: decode, which is bandwidth-bound, should speed up on a GPU. Tokens "
                    "may differ after a few steps because rounding differs.",
@@ -306,7 +306,7 @@ def comparisons() -> dict[str, Comparison]:
                    "(left-padded): each step reads the weights once for all 4. 'Decode, all sequences' is the "
                    "batch's rate, 'Decode throughput' one sequence's; the Batch and KV rows show the padding and "
                    "what the cache holds. 'Sweep A's batch size' charts more sizes.",
-                   _column(), _column(batch_size=4, length_spread_pct=50), dict(new_tokens=64)),
+                   _column(), _column(batch_size=4, length_spread_pct=50), dict(new_tokens=64), figure="throughput"),
         Comparison("Quantization: bf16 vs int4",
                    "int4 weight-only (torchao, group 128) reads a quarter of bf16's weight bytes, but decode only "
                    "gets faster if the matmul reads them packed: the kernels row says whether it did. Runs only on "

@@ -22,18 +22,19 @@ def comparisons() -> tuple[Comparison, ...]:
     from playground.ui.settings import ColumnSettings, Comparison
 
     off = ColumnSettings()
-    prompt = f"Pick the ready prompt \"{next(iter(READY_PROMPTS))}\" for the most accepted drafts."
+    prompt = f"The prompt is set to the ready prompt \"{next(iter(READY_PROMPTS))}\", which gets the most drafts accepted."
+    grounded = dict(new_tokens=128, prompt=speculative.GROUNDED_PROMPT, synthetic=False)
     return (
         Comparison("Speculation: off vs prompt lookup",
                    "B drafts up to 10 tokens per step by finding the last words of the text so far earlier in "
                    "it, and the target verifies them in one step: accepted drafts are underlined. Greedy output "
                    "is the same token for token; the Speculative decoding row gives acceptance and tokens per "
                    f"step. {prompt}",
-                   off, dataclasses.replace(off, spec="prompt_lookup", draft_tokens=10), dict(new_tokens=128)),
+                   off, dataclasses.replace(off, spec="prompt_lookup", draft_tokens=10), grounded),
         Comparison("Speculation: off vs draft model",
                    "B drafts 3 tokens per step with a 1 M-parameter draft trained beside the 8.7 M target "
                    "(stdlib-llama-draft, same tokenizer and corpus) and verifies them in one target step. On a "
                    "CPU a tiny target costs little more than its draft, so expect no speedup here: the row shows "
                    f"why (the draft's share of decode time). {prompt}",
-                   off, dataclasses.replace(off, spec="draft", draft_tokens=3), dict(new_tokens=128)),
+                   off, dataclasses.replace(off, spec="draft", draft_tokens=3), grounded),
     )
