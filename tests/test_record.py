@@ -29,7 +29,8 @@ def _other_value(name: str, base: dict) -> object:
     elif setting.choices:
         candidates = [c for c in setting.choices if c != setting.default]
     elif setting.bounds:
-        candidates = [v for v in (setting.default + 1, setting.default - 1) if setting.bounds[0] <= v <= setting.bounds[1]]
+        low, high = setting.bounds
+        candidates = [v for v in (setting.default + 1, setting.default - 1) if low <= v <= high]
     else:
         candidates = [f"other-{setting.default}"]
     for value in candidates:
