@@ -298,7 +298,7 @@ def history_frame(records: list[RunRecord]) -> pd.DataFrame:
     rows = []
     for r in records:
         row = {k: getattr(r, k, None) for k in HISTORY_COLUMNS}
-        row["cache"] = r.cache_impl if r.use_cache else "off"
+        row["cache"] = r.setting("cache_impl") if r.use_cache else "off"  # auto as the layout it picked
         row["tokens"] = f"{r.prompt_tokens} → {r.tokens_generated}"
         row["created_at"] = r.created_at.replace("T", " ")[:19]
         rows.append(row)
