@@ -82,6 +82,7 @@ def test_the_fast_backend_runs_on_its_own_static_cache_and_refuses_a_dynamic_one
 
 import os  # noqa: E402
 import signal  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 from playground import bench, config  # noqa: E402
@@ -132,16 +133,40 @@ def test_ctrl_c_keeps_the_finished_rows_in_every_format_and_exits_130(fmt, tmp_p
     assert "eager" in text and "sdpa:math" not in text  # the finished row, and nothing after the interrupt
 
 
+def _stderr_until(proc: subprocess.Popen, marker: str) -> tuple[threading.Event, threading.Thread, list[str]]:
+    """Read `proc`'s stderr in the background (a progress bar ends its lines with \\r): the event is set once a
+    line holds `marker`, or at the end of the stream; join the thread for all of it."""
+    seen, chunks = threading.Event(), []
+
+    def read():
+        segment = ""
+        while char := proc.stderr.read(1):
+            chunks.append(char)
+            segment = "" if char in "\r\n" else segment + char
+            if marker in segment:
+                seen.set()
+        seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return seen, reader, chunks
+
+
 def test_a_real_sigint_exits_130_without_a_traceback(tmp_path):
     output = tmp_path / "rows.jsonl"
+    # SIGINT as a terminal delivers it: a parent started in the background (no job control) ignores SIGINT, and
+    # a child would inherit that and finish the sweep
     proc = subprocess.Popen([sys.executable, "-m", "playground", "bench", "--model", "tiny-random-llama",
                              "--new-tokens", "64,2000", "--repeats", "1", "--warmup", "0", "--no-profile",
                              "--device", "cpu", "--format", "jsonl", "--output", str(output)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not (output.exists() and output.read_text().count("\n") >= 1) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    os.kill(proc.pid, signal.SIGINT)  # during the long second run
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == bench.INTERRUPTED and "Traceback" not in err and "interrupted: 1 of 2" in err
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # the progress bar counts a run once its row is written and kept: from then on the long second run is under way
+    first_run_done, reader, err = _stderr_until(proc, " 1/2 [")
+    assert first_run_done.wait(timeout=300) and proc.poll() is None, "".join(err)
+    os.kill(proc.pid, signal.SIGINT)
+    proc.wait(timeout=120)
+    reader.join(timeout=60)
+    err = "".join(err)
+    assert proc.returncode == bench.INTERRUPTED and "Traceback" not in err and "interrupted: 1 of 2" in err, err
     assert [json.loads(line)["new_tokens"] for line in output.read_text().splitlines()] == [64]
