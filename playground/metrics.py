@@ -176,7 +176,7 @@ NOISE_FLOOR = 0.05  # no host's verdict calls a difference under 5%: CPU clocks 
 class Verdict:
     """B against A on one figure: the ratio (>1: B better), its 95% interval, the noise floor beside it, and the call.
 
-    `call` is better | worse (the interval excludes no change and the ratio clears the noise floor), same (the
+    `call` is better | worse (the ratio clears the noise floor and its whole interval clears half of it), same (the
     whole interval lies within the floor), unsure (neither: more repeats could tell) or unknown (a side has
     fewer than two repeats, so there is no noise estimate)."""
 
@@ -194,9 +194,9 @@ def _verdict(log_ratio: float, half_width: float, noise: float, n: int, paired: 
     floor = math.log1p(noise)
     if n < 2:
         call = "unknown"
-    elif log_ratio > floor and log_ratio - half_width > 0:
+    elif log_ratio > floor and log_ratio - half_width > floor / 2:  # the whole interval clears half the floor
         call = "better"
-    elif log_ratio < -floor and log_ratio + half_width < 0:
+    elif log_ratio < -floor and log_ratio + half_width < -floor / 2:
         call = "worse"
     elif -floor < log_ratio - half_width and log_ratio + half_width < floor:
         call = "same"

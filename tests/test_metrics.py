@@ -153,3 +153,10 @@ def test_kv_per_token_divides_by_the_positions_computed():
     # 2 rows, a 10-token prompt, 5 generated: the last token's keys and values were never computed
     assert kv_bytes_per_token_measured(2 * 14 * 4096, 2, 10, 5) == 4096
     assert kv_bytes_per_token_measured(0, 2, 10, 5) is None  # no cache
+
+
+def test_an_a_a_pair_of_a_loaded_host_whose_interval_barely_excludes_no_change_is_not_called():
+    """Seen with the same configuration on both sides and the host's CPUs 81% busy elsewhere: B/A 1.24x, its
+    interval 1.00-1.54x. Its lower end must clear half the noise floor too, so it stays open."""
+    v = paired_verdict([100.0] * 5, [100.0, 150.0, 110.0, 140.0, 125.0], higher_is_better=True)
+    assert v.ratio > 1 + v.noise and v.low > 1.0 and v.call == "unsure"
