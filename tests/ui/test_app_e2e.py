@@ -33,6 +33,9 @@ def test_run_streams_text_then_the_record(launched):
     assert record["ttft_ms"] > 0 and record["config"]["prompt"] == "Once upon a time"
     assert final["text"] == record["output_text"]
     assert store.records()[0].run_id == record["run_id"]
+    assert record["name"] == "transformers · sdpa · fp32" == store.records()[0].name  # the run's one name
+    history = client_for(demo).predict(api_name="/history")
+    assert history["runs"][0]["name"] == record["name"]
 
 
 def test_run_reports_an_invalid_request_clearly(launched):
@@ -50,6 +53,7 @@ def test_compare_runs_a_then_b_and_compares(launched):
     assert any(o["A"]["state"] == "running" and o["B"]["state"] == "waiting" for o in outputs)  # A first, B waits
     assert final["A"]["record"]["use_cache"] is False and final["B"]["record"]["use_cache"] is True
     assert final["A"]["record"]["kv_cache_mb"] == 0 and final["B"]["record"]["kv_cache_mb"] > 0
+    assert final["A"]["record"]["name"].endswith("no cache") and not final["B"]["record"]["name"].endswith("no cache")
     comparison = final["comparison"]
     assert comparison["identical"] is True and comparison["decode_speedup_b_over_a"] > 0
     assert comparison["decode_beyond_noise"] is None  # one repeat a side: no noise estimate
