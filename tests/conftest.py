@@ -1,4 +1,4 @@
-"""Shared test set-up: no network, a private data directory, and the GPU marker."""
+"""Shared test set-up: no network, a private data directory and compile caches, and the GPU marker."""
 
 import os
 
@@ -7,6 +7,18 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_compile_caches(tmp_path_factory):
+    """The run's own compile caches (the playground's saved steps and artifacts, inductor's generated code), fresh
+    for every run, never the user's: shared by the run's tests as by one user's runs, and child processes inherit
+    them. A test that needs caches of its own sets them itself."""
+    root = tmp_path_factory.mktemp("compile-caches")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PLAYGROUND_COMPILE_CACHE", str(root / "playground"))
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+        yield
 
 
 @pytest.fixture(autouse=True)
