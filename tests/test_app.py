@@ -27,13 +27,14 @@ def test_app_runs_a_request_and_prints_no_profiler_error(tmp_path):
     client = None
     try:
         deadline = time.time() + 120
-        while time.time() < deadline:
+        while time.time() < deadline and app.poll() is None:  # an app that exited will not serve
             try:
                 client = Client(f"http://127.0.0.1:{port}/", verbose=False)
                 break
             except Exception:
                 time.sleep(1)
-        assert client is not None, "the app did not serve within 120 s: " + log.read_text()[-2000:]
+        assert client is not None, (f"the app did not serve within 120 s (exit code {app.poll()}): "
+                                    + log.read_text()[-2000:])
         result = client.predict("Explain the KV cache.", "stdlib-llama-tiny", "sdpa", True, "auto", "off", 8,
                                 api_name="/run")
         assert result["record"]["status"] == "ok", result["message"]
