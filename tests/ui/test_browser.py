@@ -48,11 +48,18 @@ def default_app(tmp_path_factory):
     store.close()
 
 
+ENDED_NOT_OK = ", ".join(f"#pane-{side} .pane.state-{state}" for side in "AB"
+                         for state in ("error", "invalid", "stopped", "skipped"))  # a side that never reaches the history
+
+
 def _run_and_wait(page, runs_before: int) -> None:
-    """Press Run A vs B and wait until both sides are in the history, then for both panes and the charts."""
+    """Press Run A vs B and wait until both sides are in the history (or one ended otherwise, which fails at
+    once), then for both panes and the charts."""
     page.get_by_role("button", name="Run A vs B").click()
-    page.wait_for_function(f"() => document.querySelector('#history-note').innerText.startsWith('{runs_before + 2} run(s)')",
-                           timeout=RUN_S * 1000)
+    page.wait_for_function(f"() => document.querySelector('#history-note').innerText.startsWith('{runs_before + 2} run(s)')"
+                           f" || document.querySelector('{ENDED_NOT_OK}') !== null", timeout=RUN_S * 1000)
+    ended = page.query_selector_all(ENDED_NOT_OK)
+    assert not ended, "a side did not finish ok: " + " | ".join(pane.inner_text()[:500] for pane in ended)
     for side in "AB":  # each pane reaches ok with tokens shown
         page.wait_for_selector(f"#pane-{side} .pane.state-ok", timeout=30_000)
         assert int(page.get_attribute(f"#pane-{side} .pane", "data-tokens")) > 0
