@@ -124,7 +124,7 @@ def shared_controls(default: SharedSettings) -> Components:
             new_tokens = control(SETTINGS["new_tokens"], default.new_tokens, min_width=130)
             repeats = control(SETTINGS["repeats"], default.repeats, maximum=SETTINGS["repeats"].bounds[1], min_width=90)
             warmup = control(SETTINGS["warmup"], default.warmup, maximum=SETTINGS["warmup"].bounds[1], min_width=90)
-    figure = gr.Textbox(default.figure, visible=False)  # the headline figure a one-click comparison is about
+    figure = gr.State(default.figure)  # the headline figure a one-click comparison is about
     return {"ready_prompt": ready, "synthetic": synthetic, "prompt_tokens": prompt_tokens, "prompt": prompt,
             "new_tokens": new_tokens, "mode": mode, "repeats": repeats, "warmup": warmup, "figure": figure}
 
