@@ -44,8 +44,9 @@ from playground.hardware import OtherCpuLoad, memory_bandwidth_gb_s, synchronize
 from playground.loader import (MODELS, TORCH_DTYPES, LoadedModel, LoadError, ModelCache, cache_key,
                                explain_load_error, hub_download_bytes, matmul_shape, max_context, model_source)
 from playground.backends import request
+from playground.diagnostics import HEADLINES
 from playground.metrics import (PassTiming, StepCounts, aggregate_tok_s, kv_bytes_per_token_measured, padding,
-                                prefill_flops, speculation, summarize)
+                                paired_verdict, prefill_flops, speculation, summarize)
 from playground.checkpoint import random_checkpoint
 from playground.presets import PRESETS
 from playground.record import RunRecord, environment
@@ -685,10 +686,9 @@ def _one_pass(side: _Side, stop: threading.Event, models: ModelCache, phase: str
               total: int) -> Iterator[Event]:
     """One warm-up or timed pass of the side's configuration; its first pass is the cold one (it compiles)."""
     config = side.config
-    if side.lm.draft is not None or speculative.REGISTRY[config.spec].draft_model:  # the other side may share lm
-        DEVICE_THREAD.submit(models.attach_draft, side.lm,
-                             config.draft_model if speculative.REGISTRY[config.spec].draft_model else None,
-                             config.trust_remote_code).result()
+    draft = config.draft_model if speculative.REGISTRY[config.spec].draft_model else None
+    if side.lm.draft is not None or draft:  # the other side may share lm: its draft, or none, goes back on
+        DEVICE_THREAD.submit(models.attach_draft, side.lm, draft, config.trust_remote_code).result()
     detail = ""
     if not side.outputs and config.compile != "off":
         detail = "first call: compiling" + (" from the compile cache" if side.cached else "")
@@ -797,7 +797,7 @@ def _failure(side: _Side, exc: Exception) -> None:
     side.done = True
 
 
-def stop_requested(side: _Side) -> bool:
+def _stop_requested(side: _Side) -> bool:
     """Whether the user asked to stop before this side's next step: then it ends stopped, with nothing more run."""
     if side.stop.is_set() and not side.done:
         _failure(side, Stopped("stopped by the user before this side finished"))
@@ -807,7 +807,7 @@ def stop_requested(side: _Side) -> bool:
 def _step(side: _Side, steps: Iterator[Event], models: ModelCache) -> Iterator[tuple[str, Event]]:
     """A side's step with its events tagged by side; a failure ends that side alone, with a clear record."""
     out_of_memory = False
-    if stop_requested(side):
+    if _stop_requested(side):
         return
     try:
         for event in steps:
@@ -852,9 +852,6 @@ def _why_not_interleaved(first: _Side, second: _Side, models: ModelCache) -> str
 
 def _unsure(sides: list[_Side], figure: str) -> bool:
     """Whether the interleaved pairs so far leave the verdict on `figure` open."""
-    from playground.diagnostics import HEADLINES
-    from playground.metrics import paired_verdict
-
     field, higher_is_better = HEADLINES[figure]
 
     def values(side: _Side) -> list[float]:
