@@ -115,7 +115,7 @@ def test_run_a_vs_b_fills_panes_and_charts(default_app, browser, tmp_path):
     text = page.inner_text("#pane-A .tokens")
     assert text.strip(), "pane A shows the generated text"
     assert "TTFT" in page.inner_text("#metrics") and "tok/s" in page.inner_text("#metrics")
-    assert page.inner_text("#pane-B .pane-head .cfg").startswith("transformers: sdpa · bf16")
+    assert page.inner_text("#pane-B .pane-head .cfg").startswith("transformers · sdpa · bf16")  # its run name
     screenshots = os.environ.get("PLAYGROUND_SCREENSHOTS")
     shot = ASSETS / "screenshot.png" if screenshots else tmp_path / "screenshot.png"
     page.screenshot(path=str(shot), full_page=True)
