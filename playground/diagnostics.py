@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from playground.attention import FLASH_FAMILIES, FLASH_REQUESTS
-from playground.metrics import Verdict, first_difference, paired_verdict, unpaired_verdict
+from playground.metrics import CONFIDENCE_PCT, Verdict, first_difference, paired_verdict, unpaired_verdict
 from playground.record import RunRecord
 
 # The headline figures compared between A and B: name -> (record field, whether higher is better).
@@ -130,7 +130,7 @@ def verdict_words(v: Verdict | None) -> str:
 def noise_words(v: Verdict, host_other_cpu_pct: float | None) -> str:
     """How the verdict was reached: the pairs or repeats, the measured interval and floor, and the host's load."""
     how = f"{v.n} interleaved pair{'s' * (v.n != 1)}" if v.paired else f"{v.n} repeat{'s' * (v.n != 1)} a side, apart"
-    interval = "" if v.call == "unknown" else f", B/A {v.low:.2f}-{v.high:.2f}× at 95%"
+    interval = "" if v.call == "unknown" else f", B/A {v.low:.2f}-{v.high:.2f}× at {CONFIDENCE_PCT}%"
     load = "" if host_other_cpu_pct is None else f"; other processes took {host_other_cpu_pct:.0f}% of the host's CPUs"
     return f"{how}{interval}; noise floor ±{100 * v.noise:.0f}%{load}"
 
@@ -150,7 +150,7 @@ def compare_outputs(a: RunRecord, b: RunRecord) -> dict[str, Any]:
 
 def comparison(a: RunRecord, b: RunRecord) -> dict[str, Any]:
     """The A-vs-B verdict as plain values: identical tokens, how the repeats were timed, then each headline's
-    ratio (B over A, >1: B better), its 95% interval, the noise floor and the call."""
+    ratio (B over A, >1: B better), its interval at CONFIDENCE_PCT, the noise floor and the call."""
     result = compare_outputs(a, b)
     result["interleaved"] = interleaved(a, b)
     result["host_other_cpu_pct"] = host_load(a, b)

@@ -866,25 +866,32 @@ def _unsure(sides: list[_Side], figure: str) -> bool:
 
 def _interleave(sides: list[_Side], stop: threading.Event, models: ModelCache, figure: str,
                 extra_s: float | None) -> Iterator[tuple[str, Event]]:
-    """The timed repeats in turn, A1 B1 A2 B2 ..., so a drift of the host lands on both sides; then, while the
-    verdict on `figure` is open, more pairs within the time cap."""
+    """The timed repeats in pairs, A1 B1 B2 A2 A3 B3 ..., so a drift of the host lands on both sides and going
+    second in a pair favours neither; then, while the verdict on `figure` is open, more pairs within the time cap."""
     planned = max(s.config.repeats for s in sides)
     other_load = OtherCpuLoad()
     other_load.start()
     started = time.perf_counter()
-    for _ in range(planned):
-        for side in _alive(sides):
+    for pair in range(planned):
+        for side in _pair_order(sides, pair):
             yield from _step(side, _repeat(side, stop, models, planned), models)
     spent = time.perf_counter() - started
     budget = min(spent, MAX_EXTRA_S) if extra_s is None else extra_s
     extra_start = time.perf_counter()
     while (len(_alive(sides)) == 2 and len(sides[0].timed) < MAX_PAIRS and _unsure(sides, figure)
            and time.perf_counter() - extra_start < budget):
-        for side in _alive(sides):
+        for side in _pair_order(sides, len(sides[0].timed)):
             yield from _step(side, _repeat(side, stop, models, len(side.timed) + 1), models)
     load = other_load.stop()
     for side in sides:
         side.record.host_other_cpu_pct = load
+
+
+def _pair_order(sides: list[_Side], pair: int) -> list[_Side]:
+    """The live sides in the order pair `pair` runs them: A first in even pairs, B first in odd ones, so whatever
+    the second run of a pair gains or loses (a warmer cache, a busier core) falls on each side equally."""
+    alive = _alive(sides)
+    return alive if pair % 2 == 0 else alive[::-1]
 
 
 def _in_turn(side: _Side, stop: threading.Event, models: ModelCache) -> Iterator[tuple[str, Event]]:

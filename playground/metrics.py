@@ -154,18 +154,21 @@ def summarize(values: list[float]) -> Stats | None:
                  percentile(values, 99), len(values))
 
 
-# Two-sided 95% critical values of Student's t for 1..30 degrees of freedom, then at 40, 60 and 120.
-T_CRITICAL_95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-                 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-                 2.052, 2.048, 2.045, 2.042)
-T_CRITICAL_95_LARGE = ((40, 2.021), (60, 2.000), (120, 1.980))
+CONFIDENCE_PCT = 99  # the verdict's interval: the engine looks again after every extra pair, and each look at 95%
+# would let noise through about one A/A comparison in ten; 99% keeps it near one in a hundred per look
+# Two-sided 99% critical values of Student's t for 1..30 degrees of freedom, then at 40, 60 and 120.
+T_CRITICAL = (63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977,
+              2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763,
+              2.756, 2.750)
+T_CRITICAL_LARGE = ((40, 2.704), (60, 2.660), (120, 2.617))
 
 
-def t_critical_95(dof: float) -> float:
-    """Two-sided 95% critical t, at the tabulated degrees of freedom at or below `dof` (so never too small)."""
-    if dof < len(T_CRITICAL_95) + 1:
-        return T_CRITICAL_95[max(int(dof), 1) - 1]
-    return min((t for at, t in T_CRITICAL_95_LARGE if at <= dof), default=T_CRITICAL_95[-1])
+def t_critical(dof: float) -> float:
+    """Two-sided critical t at CONFIDENCE_PCT, at the tabulated degrees of freedom at or below `dof` (so never too
+    small)."""
+    if dof < len(T_CRITICAL) + 1:
+        return T_CRITICAL[max(int(dof), 1) - 1]
+    return min((t for at, t in T_CRITICAL_LARGE if at <= dof), default=T_CRITICAL[-1])
 
 
 NOISE_FLOOR = 0.05  # no host's verdict calls a difference under 5%: CPU clocks and caches drift that much between
@@ -174,7 +177,7 @@ NOISE_FLOOR = 0.05  # no host's verdict calls a difference under 5%: CPU clocks 
 
 @dataclass(frozen=True)
 class Verdict:
-    """B against A on one figure: the ratio (>1: B better), its 95% interval, the noise floor beside it, and the call.
+    """B against A on one figure: the ratio (>1: B better), its interval at CONFIDENCE_PCT, the noise floor beside it, and the call.
 
     `call` is better | worse (the ratio clears the noise floor and its whole interval clears half of it), same (the
     whole interval lies within the floor), unsure (neither: more repeats could tell) or unknown (a side has
@@ -207,15 +210,15 @@ def _verdict(log_ratio: float, half_width: float, noise: float, n: int, paired: 
 
 
 def paired_verdict(a: list[float], b: list[float], higher_is_better: bool) -> Verdict | None:
-    """The verdict from interleaved repeats (A1 B1 A2 B2 ...): pair i's ratio b_i / a_i, so a drift of the host
-    that lands on both members of a pair cancels. Student's t over the pairs' log ratios, at 95%."""
+    """The verdict from interleaved repeats (A1 B1 B2 A2 ...): pair i's ratio b_i / a_i, so a drift of the host
+    that lands on both members of a pair cancels. Student's t over the pairs' log ratios."""
     pairs = [(x, y) for x, y in zip(a, b) if x and y]
     if not pairs:
         return None
     sign = 1.0 if higher_is_better else -1.0
     logs = [sign * math.log(y / x) for x, y in pairs]
     n = len(logs)
-    half = t_critical_95(n - 1) * statistics.stdev(logs) / math.sqrt(n) if n > 1 else math.inf
+    half = t_critical(n - 1) * statistics.stdev(logs) / math.sqrt(n) if n > 1 else math.inf
     noise = max(NOISE_FLOOR, math.expm1(statistics.stdev(logs)) if n > 1 else 0.0)
     return _verdict(statistics.fmean(logs), half, noise, n, paired=True)
 
@@ -233,7 +236,7 @@ def unpaired_verdict(mean_a: float | None, std_a: float, n_a: int, mean_b: float
     if n >= 2:
         var_a, var_b = cv_a * cv_a / n_a, cv_b * cv_b / n_b
         dof = (var_a + var_b) ** 2 / (var_a * var_a / (n_a - 1) + var_b * var_b / (n_b - 1)) if var_a + var_b else 1e9
-        half = t_critical_95(dof) * math.sqrt(var_a + var_b)
+        half = t_critical(dof) * math.sqrt(var_a + var_b)
     noise = max(NOISE_FLOOR, cv_a, cv_b)
     return _verdict(sign * math.log(mean_b / mean_a), half, noise, n, paired=False)
 

@@ -71,7 +71,7 @@ class RunRecord:
     ttft_ms_runs: list[float] = field(default_factory=list)  # each timed repeat's figure, in the order they ran
     decode_tok_s_runs: list[float] = field(default_factory=list)
     repeats_run: int | None = None  # timed repeats measured: above `repeats` where an unsure A-vs-B verdict took more
-    pairing: str = ""  # how an A-vs-B run was timed: interleaved (A1 B1 A2 B2 ..., both records share pair_id) or
+    pairing: str = ""  # how an A-vs-B run was timed: interleaved (A1 B1 B2 A2 ..., both records share pair_id) or
     # "blocks: why" (all of A's repeats, then all of B's); "" for a run on its own
     pair_id: str = ""
     tokens_generated: int | None = None

@@ -41,6 +41,21 @@ def test_events_come_in_order_and_end_with_one_result():
     assert times == sorted(times) and times[0] > 0
 
 
+def test_paired_repeats_take_turns_going_first():
+    """A1 B1 B2 A2 ...: the second run of a pair, which a warmer cache or a busier core may favour, is each side's
+    in turn, and both records say they were interleaved under one pair id."""
+    a = RunConfig(prompt="Turns", **{**TINY, "repeats": 4, "new_tokens": 4})
+    b = a.replace(use_cache=False)
+    order, records = [], {}
+    for side, event in engine.generate_sides({"A": a, "B": b}, extra_s=0.0):
+        if isinstance(event, Phase) and event.phase == "repeat":
+            order.append(side)
+        elif isinstance(event, Result):
+            records[side] = event.record
+    assert order == list("ABBAABBA")
+    assert {r.pairing for r in records.values()} == {"interleaved"} and len({r.pair_id for r in records.values()}) == 1
+
+
 def test_synthetic_prompt_has_exactly_the_requested_length():
     record = run(RunConfig(prompt_tokens=37, **TINY))
     assert record.status == "ok" and record.prompt_tokens == 37

@@ -1,6 +1,6 @@
 """Run A and B through the engine and keep what each pane shows, cheaply, while tokens arrive.
 
-One engine generator drives both sides: their passes take turns on the device (A1 B1 A2 B2 ...),
+One engine generator drives both sides: their passes take turns on the device (A1 B1 B2 A2 ...),
 never at once, so a drift of the host lands on both and no pass shares the device with another. Every figure shown comes from the engine's own timestamps
 (`Token.t_ms`, taken after a device synchronize), never from when the browser drew a token.
 
