@@ -333,6 +333,12 @@ def run_cost(config: RunConfig, zero_gpu: bool = False, host=None) -> RunCost:
                    profile_s)
 
 
+def pair_seconds(configs: dict[str, RunConfig]) -> float:
+    """Estimated seconds of a run of these sides on this host: each side's cost, loads and passes, added. The
+    verdict's extra pairs, taken only while it is open, can add up to as long again as the repeats."""
+    return sum(run_cost(c).seconds for c in configs.values())
+
+
 # ---- ZeroGPU ---------------------------------------------------------------------------------------
 
 def gpu_duration_s(config: RunConfig) -> int:

@@ -162,6 +162,11 @@ def apply_comparison(name: str, model: str, policy: HostingPolicy = HostingPolic
         cut = workload["prompt_tokens"] < LONG_PROMPT_TOKENS
         note += (f" Prompt: {workload['prompt_tokens']:,} synthetic tokens + {workload['new_tokens']} new"
                  + (f", cut to fit the model's {context:,}-token context." if cut else "."))
+    note += f" The headline leads with **{render.HEADLINE_LABELS[comparison.figure]}**"
+    estimate = comparison.estimate_s(model, policy)
+    note += f"; ≈ {estimate:,.0f} s for both sides here." if estimate is not None else "."
+    if comparison.cannot_show:
+        note = f"⚠ **This host cannot show it:** {comparison.cannot_show}\n\n{note}"
     shared = SharedSettings(model=model, **workload)
     for side, column in reversed((("A", comparison.a), ("B", comparison.b))):
         ok, why = check_column(shared, column, policy)

@@ -245,7 +245,7 @@ def summary_html(panes: dict[str, Pane], figure: str = "decode") -> str:
         a, b = done["A"], done["B"]
         order = [figure, *(h for h in ("ttft", "decode") if h != figure)]
         cells = "".join(f"<div class='{'lead' if h == figure else 'aside'}'><span class='label'>{HEADLINE_LABELS[h]}"
-                        f"</span><br>{speedup_text(a, b, h)}</div>" for h in order)
+                        f"</span><br>{speedup_text(a, b, h)}</div>" for h in order) + _first_call_cell(a, b)
         items.append(f"<div class='headline'>{cells}</div>")
         lead = verdict(a, b, figure)
         if lead is not None:
@@ -261,6 +261,15 @@ def summary_html(panes: dict[str, Pane], figure: str = "decode") -> str:
         if side in done and done[side].fallback:
             items.append(f"<div class='note warn'>⚠ <b>{side}</b> fallback: {escape(done[side].fallback)}</div>")
     return f"<div class='summary'>{''.join(items)}</div>"
+
+
+def _first_call_cell(a: RunRecord, b: RunRecord) -> str:
+    """Beside a compiled side's steady state, what its first call cost: the compile a user pays once a process."""
+    if a.compile == "off" and b.compile == "off":
+        return ""
+    calls = " · ".join(f"{side} {num(rec.cold_e2e_ms / 1000 if rec.cold_e2e_ms is not None else None, 's')}"
+                       + (" (compiles)" if rec.compile != "off" else "") for side, rec in (("A", a), ("B", b)))
+    return f"<div class='aside'><span class='label'>First call</span><br><span class='dim'>{calls}</span></div>"
 
 
 def _checklist_line(side: str, rec: RunRecord) -> str:

@@ -249,6 +249,24 @@ class Comparison:
             values.update(synthetic=True, prompt_tokens=min(LONG_PROMPT_TOKENS, room))
         return values
 
+    def configs(self, model: str, policy: HostingPolicy = HostingPolicy()) -> dict[str, RunConfig]:
+        """The engine requests of both sides for `model`, as Run sends them; raises ConfigError as make_config."""
+        shared = SharedSettings(model=model, **self.workload(context_of(model)))
+        return {"A": make_config(shared, self.a, policy), "B": make_config(shared, self.b, policy)}
+
+    def estimate_s(self, model: str, policy: HostingPolicy = HostingPolicy()) -> float | None:
+        """Estimated seconds of both sides here (`hosting.pair_seconds`), or None where a side is refused or the
+        model's shape is unknown before it loads (as `cost_note`)."""
+        from playground.hosting import pair_seconds
+        from playground.loader import model_source
+
+        if model_source(model) == "hub" and not policy.hosted:
+            return None
+        try:
+            return pair_seconds(self.configs(model, policy))
+        except ConfigError:
+            return None
+
 
 def _column(**changes) -> ColumnSettings:
     return dataclasses.replace(ColumnSettings(), **changes)
@@ -283,7 +301,11 @@ def comparisons() -> dict[str, Comparison]:
         Comparison("dtype: fp32 vs bf16",
                    "Half the bytes per weight: decode, which is bandwidth-bound, should speed up on a GPU. Tokens "
                    "may differ after a few steps because rounding differs.",
-                   _column(dtype="fp32"), _column(dtype="bf16"), dict(new_tokens=128)),
+                   _column(dtype="fp32"), _column(dtype="bf16"), dict(new_tokens=128),
+                   cannot_show="" if cuda else (
+                       "a CPU without bf16 matrix units computes bf16 no faster than fp32, and a model this size "
+                       "decodes at the pace of per-step overhead, not of weight bytes. On a CUDA GPU a decode step "
+                       "reads half the bytes in bf16 and speeds up.")),
         Comparison("torch.compile: off vs on",
                    "Compile needs a static cache and a warm-up: the first call compiles (reported as compile "
                    "time) and stays out of the measured repeats. On CPU compiling takes a while.",
@@ -300,7 +322,11 @@ def comparisons() -> dict[str, Comparison]:
                    _column(cache_impl="static", compile="reduce-overhead" if compiles else "off"),
                    _column(cache_impl="static", compile="reduce-overhead" if compiles else "off", backend="fast",
                            attn=fast_attn),
-                   dict(warmup=1, new_tokens=128)),
+                   dict(warmup=1, new_tokens=128),
+                   cannot_show="" if compiles else (
+                       "without torch.compile's CUDA graphs both backends launch the same eager kernels one by one, "
+                       "so they decode at about the same rate. On a CUDA GPU the fast decoder replays each step as "
+                       "one CUDA graph.")),
         Comparison("Batching: 1 vs 4 sequences",
                    "B decodes 4 sequences together, their prompts running from the whole text down to half of it "
                    "(left-padded): each step reads the weights once for all 4. 'Decode, all sequences' is the "
@@ -315,7 +341,11 @@ def comparisons() -> dict[str, Comparison]:
         Comparison("Quantization: fp32 vs int8",
                    "int8 weight-only (torchao) stores a quarter of fp32's weight bytes. On CPU torchao dequantizes "
                    "before each matmul, so expect it slower and flagged; the tokens show what rounding cost.",
-                   _column(dtype="fp32"), _column(dtype="fp32", quant="int8"), dict(new_tokens=128)),
+                   _column(dtype="fp32"), _column(dtype="fp32", quant="int8"), dict(new_tokens=128),
+                   cannot_show="" if cuda else (
+                       "on a CPU torchao dequantizes the int8 weights before every matmul, so B decodes slower; the "
+                       "run shows what it saves in weight memory and what rounding costs in tokens. Fewer weight "
+                       "bytes pay where a kernel reads them packed: the fast backend's gemlite int8 on a CUDA GPU.")),
     )
     fast = dict(cache_impl="static", compile="reduce-overhead" if compiles else "off", backend="fast", attn=fast_attn,
                 dtype="bf16")
@@ -347,5 +377,9 @@ def comparisons() -> dict[str, Comparison]:
                    "between CPU processes); each holds half the weights, and they exchange activations in every "
                    "layer. At batch 1 the exchanges can cost more than the halved reads save: the record gives the "
                    "time in collectives per step and each rank's memory. Needs 2 GPUs on a GPU host.",
-                   _column(), _column(parallel="tp", devices=2), dict(new_tokens=64)),)
+                   _column(), _column(parallel="tp", devices=2), dict(new_tokens=64),
+                   cannot_show="" if cuda else (
+                       "over 2 CPU processes each layer's exchange and the sharded tensors' overhead cost far more "
+                       "than the halved weight reads save. A split pays on 2 GPUs with a model that one cannot hold "
+                       "or read fast enough.")),)
     return {c.name: c for c in (*items, *captured, *kernel_choice, *split, *speculation.comparisons())}

@@ -19,7 +19,10 @@ READY_PROMPTS = {"Copy a paragraph (input-grounded, for speculation)": speculati
 
 
 def comparisons() -> tuple[Comparison, ...]:
+    from playground import capabilities
     from playground.ui.settings import ColumnSettings, Comparison
+
+    cuda = capabilities.host().cuda
 
     off = ColumnSettings()
     prompt = f"The prompt is set to the ready prompt \"{next(iter(READY_PROMPTS))}\", which gets the most drafts accepted."
@@ -36,5 +39,9 @@ def comparisons() -> tuple[Comparison, ...]:
                    "(stdlib-llama-draft, same tokenizer and corpus) and verifies them in one target step. On a "
                    "CPU a tiny target costs little more than its draft, so expect no speedup here: the row shows "
                    f"why (the draft's share of decode time). {prompt}",
-                   off, dataclasses.replace(off, spec="draft", draft_tokens=3), grounded),
+                   off, dataclasses.replace(off, spec="draft", draft_tokens=3), grounded,
+                   cannot_show="" if cuda else (
+                       "on a CPU this tiny target's step costs little more than its draft's, so drafting 3 tokens "
+                       "and verifying them does not pay. Prompt lookup, whose drafts cost nothing, shows "
+                       "speculation on this host; a draft model pays where the target is many times its size.")),
     )

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import re
 
 import pytest
 
 from conftest import TINY
 from playground import capabilities
 from playground.presets import DEFAULT_MODEL
-from playground.ui import events
+from playground.ui import events, render
 from playground.ui.settings import SIDES, ColumnSettings, comparisons
 
 SMALL = dict(model=TINY, prompt="Hello <b>there</b>", synthetic=False, prompt_tokens=16, new_tokens=6,
@@ -142,6 +143,17 @@ def test_flash_comparison_on_a_cpu_host_says_before_run_that_b_cannot_run():
         pytest.skip("CPU host only")
     note = events.apply_comparison("Attention: sdpa vs flash_attention_2 (long context)", DEFAULT_MODEL)["comparison_note"]
     assert note.startswith("⛔ **B cannot run on this host:**") and "needs a CUDA GPU" in note
+
+
+def test_a_comparison_says_before_run_which_figure_it_leads_with_and_what_it_costs_here():
+    for name, comparison in comparisons().items():
+        note = events.apply_comparison(name, DEFAULT_MODEL)["comparison_note"]
+        assert f"The headline leads with **{render.HEADLINE_LABELS[comparison.figure]}**" in note, name
+        if comparison.cannot_show:
+            assert "⚠ **This host cannot show it:**" in note, name
+        if "cannot run on this host" not in note:
+            assert re.search(r"≈ [\d,]+ s for both sides here\.", note), name
+    assert comparisons()["Batching: 1 vs 4 sequences"].figure == "throughput"
 
 
 def test_status_says_finished_only_when_no_side_waits():

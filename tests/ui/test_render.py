@@ -72,6 +72,16 @@ def test_summary_reports_identical_tokens_and_first_difference():
     assert "first differ at token 2" in render.summary_html(panes)
 
 
+def test_a_compiled_side_shows_its_first_call_beside_the_steady_state():
+    panes = {s: Pane(s, "t") for s in "AB"}
+    panes["A"].finish(make_record(1, cold_e2e_ms=420.0))
+    panes["B"].finish(make_record(2, compile="default", cold_e2e_ms=31_000.0))
+    html = render.summary_html(panes)
+    assert "First call" in html and "A 0.42 s" in html and "B 31.0 s (compiles)" in html
+    panes["B"].finish(make_record(2, cold_e2e_ms=400.0))
+    assert "First call" not in render.summary_html(panes)  # nothing compiled: no first-call cell
+
+
 def test_fallback_is_a_visible_warning_in_the_pane():
     pane = Pane("A", "t")
     pane.finish(make_record(fallback="prefill: requested sdpa:flash but sdpa-math ran"))
