@@ -3,7 +3,8 @@ and the verdict on the figure it is about.
 
 A comparison the page runs must finish within TARGET_S on a 2-core CPU with its lever's direction called, or say
 before Run why this host cannot show it (`Comparison.cannot_show`, or a side refused); its estimate
-(`hosting.pair_seconds`) must land within 2x of the run. Comparisons that say so are run too, so the table shows
+(`hosting.pair_seconds`: planned, and at most with the extra pairs an open verdict takes) must
+land within 2x of the run. Comparisons that say so are run too, so the table shows
 what they would have read.
 
     python -m benchmarks.comparisons                  # every comparison, the default model
@@ -23,7 +24,7 @@ from playground.record import environment
 from playground.ui.settings import comparisons
 
 TARGET_S = 30.0
-HEADER = ("comparison", "figure", "said before Run", "estimate s", "run s", "run / estimate", "verdict", "how")
+HEADER = ("comparison", "figure", "said before Run", "estimate s (at most)", "run s", "within 2x", "verdict", "how")
 
 
 def _run(configs: dict, figure: str) -> tuple[dict, float]:
@@ -33,22 +34,27 @@ def _run(configs: dict, figure: str) -> tuple[dict, float]:
     return records, time.perf_counter() - started
 
 
+def _said(comparison) -> str:
+    text = comparison.cannot_show
+    return text[:80] + "..." if len(text) > 80 else text
+
+
 def _row(name: str, comparison, model: str) -> tuple[str, ...]:
-    said = comparison.cannot_show or ""
     try:
         configs = comparison.configs(model)
     except ConfigError as exc:
         return name, comparison.figure, f"refused: {exc}", "", "", "", "", ""
-    estimate = comparison.estimate_s(model)
+    planned, most = comparison.estimate_s(model)
     records, wall = _run(configs, comparison.figure)
-    a, b = records.get("A"), records.get("B")
-    refused = [f"{side} {rec.status}: {rec.reason}" for side, rec in records.items() if rec.status != "ok"]
-    if refused:
-        return name, comparison.figure, said or "; ".join(refused)[:160], f"{estimate or 0:.0f}", f"{wall:.1f}", "", "", ""
-    v = verdict(a, b, comparison.figure)
-    return (name, comparison.figure, said[:80] + ("..." if len(said) > 80 else ""), f"{estimate or 0:.0f}", f"{wall:.1f}",
-            f"{wall / estimate:.2f}" if estimate else "-", verdict_words(v) if v else "-",
-            noise_words(v, b.host_other_cpu_pct) if v else "-")
+    estimate = f"{planned:.0f} ({most:.0f})"
+    within = "yes" if planned / 2 <= wall <= 2 * most else "no"
+    ended = [f"{side} {rec.status}: {rec.reason}" for side, rec in records.items() if rec.status != "ok"]
+    if ended:  # a side refused by the engine (the page says so before Run) or failed
+        return (name, comparison.figure, _said(comparison) or "; ".join(ended)[:160], estimate, f"{wall:.1f}", within,
+                "; ".join(ended)[:160] if not comparison.cannot_show and "invalid" not in ended[0] else "-", "-")
+    v = verdict(records["A"], records["B"], comparison.figure)
+    return (name, comparison.figure, _said(comparison), estimate, f"{wall:.1f}", within,
+            verdict_words(v) if v else "-", noise_words(v, records["B"].host_other_cpu_pct) if v else "-")
 
 
 def main() -> None:

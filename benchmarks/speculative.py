@@ -45,13 +45,6 @@ from playground.presets import DEFAULT_MODEL
 from playground.record import RunRecord, environment
 
 HELDOUT = Path(__file__).resolve().parent.parent / "tests" / "models" / "data" / "heldout_sample.jsonl"
-# Edit a module header the target has read: its greedy output copies the header (40 tokens) from the prompt.
-HEADER = ("Python Character Mapping Codec cp1250 generated from 'MAPPINGS/VENDORS/MICSFT/WINDOWS/CP1250.TXT' with "
-          "gencodec.py.\nWritten by Marc-Andre Lemburg (mal@lemburg.com).\n(c) Copyright CNRI, All Rights Reserved. "
-          "NO WARRANTY. (c) Copyright 2000 Guido van Rossum.")
-GROUNDED = f"Copy this module header for the cp1251 codec.\n\n{HEADER}\n\nPython Character Mapping Codec cp1251 generated from"
-
-
 def _pm(values: list[float], digits: int = 2) -> str:
     std = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{statistics.fmean(values):.{digits}f} ± {std:.{digits}f}"
@@ -158,9 +151,9 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"backend {args.backend}, compile {args.compile}, dtype {args.dtype}, attn {args.attn}\n")
     if args.rounds and args.backend in speculative.REGISTRY["prompt_lookup"].backends:
-        lookup = RunConfig(prompt=GROUNDED, new_tokens=40, **common)
+        lookup = RunConfig(prompt=speculative.GROUNDED_PROMPT, new_tokens=speculative.GROUNDED_TOKENS, **common)
         rounds = [pair(lookup, "prompt_lookup", args.lookup_tokens) for _ in range(args.rounds)]
-        print(f"Prompt lookup, {args.lookup_tokens} draft tokens: copy a module header (40 new tokens, "
+        print(f"Prompt lookup, {args.lookup_tokens} draft tokens: copy a module header ({speculative.GROUNDED_TOKENS} new tokens, "
               f"{args.rounds} rounds of {args.repeats} repeats)\n\n{HEADER_ROW}\n{summarize('prompt lookup', rounds)}\n")
 
     texts = [json.loads(line)["text"] for line in HELDOUT.read_text().splitlines()[:args.prompts]]

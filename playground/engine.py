@@ -682,13 +682,19 @@ def _prepare(side: _Side, stop: threading.Event, models: ModelCache, keep: tuple
     side.counts_before = (warm.cache_hits(), warm.compiles(), warm.steps_loaded(), len(warm.not_kept))
 
 
+def _own_draft(side: _Side, models: ModelCache) -> None:
+    """Put the side's draft, or none, back on its target: the other side may share the loaded model."""
+    config = side.config
+    draft = config.draft_model if speculative.REGISTRY[config.spec].draft_model else None
+    if side.lm.draft is not None or draft:
+        DEVICE_THREAD.submit(models.attach_draft, side.lm, draft, config.trust_remote_code).result()
+
+
 def _one_pass(side: _Side, stop: threading.Event, models: ModelCache, phase: str, index: int,
               total: int) -> Iterator[Event]:
     """One warm-up or timed pass of the side's configuration; its first pass is the cold one (it compiles)."""
     config = side.config
-    draft = config.draft_model if speculative.REGISTRY[config.spec].draft_model else None
-    if side.lm.draft is not None or draft:  # the other side may share lm: its draft, or none, goes back on
-        DEVICE_THREAD.submit(models.attach_draft, side.lm, draft, config.trust_remote_code).result()
+    _own_draft(side, models)
     detail = ""
     if not side.outputs and config.compile != "off":
         detail = "first call: compiling" + (" from the compile cache" if side.cached else "")
@@ -708,7 +714,7 @@ def _repeat(side: _Side, stop: threading.Event, models: ModelCache, total: int) 
     yield from _one_pass(side, stop, models, "repeat", len(side.timed) + 1, total)
 
 
-def _finish(side: _Side, stop: threading.Event) -> Iterator[Event]:
+def _finish(side: _Side, stop: threading.Event, models: ModelCache) -> Iterator[Event]:
     """The figures from the timed repeats, then a separate profiled pass that names the kernels."""
     config, record, lm = side.config, side.record, side.lm
     record.repeats_run = len(side.timed)
@@ -719,6 +725,7 @@ def _finish(side: _Side, stop: threading.Event) -> Iterator[Event]:
     _fill_figures(record, config, lm, side.outputs[0], side.timed)
     if config.profile_kernels:
         yield Phase("profiling", "separate pass under torch.profiler to name the attention kernels")
+        _own_draft(side, models)
         profiled = yield from _run_pass(config, lm, side.input_ids, min(config.new_tokens, PROFILE_NEW_TOKENS), stop,
                                         "profile", profile=True)
         _fill_kernels(record, config, profiled)
@@ -926,7 +933,7 @@ def _measure(sides: list[_Side], stop: threading.Event, models: ModelCache, figu
         else:
             yield from _in_turn(first, stop, models)
         for side in _alive(sides):
-            yield from _step(side, _finish(side, stop), models)
+            yield from _step(side, _finish(side, stop, models), models)
         return
     for i, side in enumerate(sides):
         if rest:
@@ -938,7 +945,7 @@ def _measure(sides: list[_Side], stop: threading.Event, models: ModelCache, figu
         if not side.done:
             yield from _in_turn(side, stop, models)
         if not side.done:
-            yield from _step(side, _finish(side, stop), models)
+            yield from _step(side, _finish(side, stop, models), models)
 
 
 def generate_sides(configs: dict[str, RunConfig], stop: threading.Event | None = None, models: ModelCache = MODELS,

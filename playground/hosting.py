@@ -51,7 +51,14 @@ STEP_S_PER_LAYER = {"cpu": 2e-3, "cuda": 2e-3}
 DECODE_BYTES_S = {"cpu": 10e9, "cuda": 0.8e12}
 PREFILL_FLOP_S = {"cpu": 50e9, "cuda": 50e12}
 LOAD_BYTES_S = {"cpu": 0.5e9, "cuda": 2e9}
-COMPILE_S = {"cpu": 300.0, "cuda": 60.0}
+# torch.compile's first call: the default model compiled in about 30 s on a 2-core CPU (benchmarks.comparisons);
+# the CUDA figure is a flat guess.
+COMPILE_S = {"cpu": 30.0, "cuda": 60.0}
+# Per-step factors that reading the weights alone misses on a CPU: torchao dequantizes quantized weights before
+# every matmul (int8 decoded at 0.34x fp32 with the default model), and a tensor-parallel split over processes
+# pays sharded-tensor overhead and an exchange in every layer (0.06x) (results/cpu/).
+QUANT_STEP_FACTOR = {"cpu": 3.0, "cuda": 1.0}
+TP_STEP_FACTOR = {"cpu": 16.0, "cuda": 1.0}
 
 # ---- ZeroGPU as `spaces` 0.51.3 and the Spaces docs describe it -------------------------------------------
 ZERO_GPU_TORCH = ("2.8.0", "2.9.1", "2.10.0", "2.11.0")  # the torch versions ZeroGPU runs
@@ -309,6 +316,8 @@ def _pass_s(config: RunConfig, shape: ModelShape, device: str, weight_bytes: int
     prompt = prompt_token_count(config)
     flop_s = PREFILL_FLOP_S[device] / config.batch_size
     step = max(shape.layers * STEP_S_PER_LAYER[device], weight_bytes / DECODE_BYTES_S[device])
+    step *= (QUANT_STEP_FACTOR[device] if config.quant != "none" else 1.0) * (
+        TP_STEP_FACTOR[device] if config.parallel == "tp" else 1.0)
     if not config.use_cache:
         step = max(step, 2 * shape.params * (prompt + tokens / 2) / flop_s)
     return 2 * shape.params * prompt / flop_s + tokens * step
@@ -333,10 +342,16 @@ def run_cost(config: RunConfig, zero_gpu: bool = False, host=None) -> RunCost:
                    profile_s)
 
 
-def pair_seconds(configs: dict[str, RunConfig]) -> float:
-    """Estimated seconds of a run of these sides on this host: each side's cost, loads and passes, added. The
-    verdict's extra pairs, taken only while it is open, can add up to as long again as the repeats."""
-    return sum(run_cost(c).seconds for c in configs.values())
+def pair_seconds(configs: dict[str, RunConfig]) -> tuple[float, float]:
+    """Estimated seconds of a run of these sides on this host: (planned, at most). Planned adds each side's
+    cost, loads and passes; at most adds the extra pairs an open verdict takes (as long again as the timed
+    repeats, within the engine's cap)."""
+    from playground.engine import MAX_EXTRA_S
+
+    costs = [run_cost(c) for c in configs.values()]
+    planned = sum(c.seconds for c in costs)
+    repeats = sum(c.pass_s * cfg.repeats for c, cfg in zip(costs, configs.values()))
+    return planned, planned + (min(repeats, MAX_EXTRA_S) if len(configs) == 2 else 0.0)
 
 
 # ---- ZeroGPU ---------------------------------------------------------------------------------------

@@ -48,14 +48,16 @@ DRAFT_MODELS = {"stdlib-llama-draft": ASSETS / "models" / "stdlib-llama-draft"}
 DEFAULT_DRAFT_MODEL = "stdlib-llama-draft"  # drafts for the default target, stdlib-llama-tiny
 
 
-# An input-grounded prompt (copy a paragraph just read): the case prompt lookup is for, and where a draft
-# model gets the most right. The UI offers it as a ready prompt; benchmarks.speculative measures on it.
-GROUNDED_PROMPT = (
-    "Copy the paragraph below, word for word.\n\n"
-    "Return the number of bytes written to the file. If the file does not exist, it is created; if it exists, "
-    "it is truncated first. The optional argument encoding names the encoding used to encode the text.\n\n"
-    "Return the number of bytes written to the file."
-)
+# An input-grounded prompt (edit a module header just read): the case prompt lookup is for, and where a draft
+# model gets the most right. The shipped target's greedy output copies the header's GROUNDED_TOKENS tokens from
+# the prompt; past them it writes on its own, which no lookup drafts. The UI offers it as a ready prompt and its
+# speculation comparisons run on it; benchmarks.speculative measures on it.
+GROUNDED_HEADER = ("Python Character Mapping Codec cp1250 generated from 'MAPPINGS/VENDORS/MICSFT/WINDOWS/CP1250.TXT' "
+                   "with gencodec.py.\nWritten by Marc-Andre Lemburg (mal@lemburg.com).\n(c) Copyright CNRI, All "
+                   "Rights Reserved. NO WARRANTY. (c) Copyright 2000 Guido van Rossum.")
+GROUNDED_PROMPT = (f"Copy this module header for the cp1251 codec.\n\n{GROUNDED_HEADER}\n\n"
+                   "Python Character Mapping Codec cp1251 generated from")
+GROUNDED_TOKENS = 40
 
 
 def draft_path(name: str) -> str:

@@ -83,7 +83,6 @@ def test_the_fast_backend_runs_on_its_own_static_cache_and_refuses_a_dynamic_one
 import os  # noqa: E402
 import signal  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
 
 from playground import bench, config  # noqa: E402
 from playground.printers import PRINTERS  # noqa: E402
@@ -106,10 +105,9 @@ def test_every_option_has_help_with_its_allowed_values():
     (["--output", "/no/such/directory/t.md"], "the directory /no/such/directory does not exist"),
 ])
 def test_refused_before_the_sweep_runs(args, words):
-    start = time.monotonic()
     out = cli("bench", "--model", "tiny-random-llama", "--new-tokens", "2", "--repeats", "1", *args)
     assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr
-    assert time.monotonic() - start < 60 and RunStore().records() == []  # nothing ran
+    assert RunStore().records() == [] and "bench:" not in out.stderr  # nothing ran, no sweep began
 
 
 @pytest.mark.parametrize("fmt", list(PRINTERS))

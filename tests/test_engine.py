@@ -56,6 +56,20 @@ def test_paired_repeats_take_turns_going_first():
     assert {r.pairing for r in records.values()} == {"interleaved"} and len({r.pair_id for r in records.values()}) == 1
 
 
+def test_a_draft_side_beside_a_plain_one_on_the_same_model_keeps_its_draft_run_after_run():
+    """Seen with speculation off vs draft model clicked twice: the sides share the loaded target, and B's
+    profiled pass ran with the draft that A's last pass had taken off."""
+    from playground.speculative import GROUNDED_PROMPT
+
+    a = RunConfig(model="stdlib-llama-tiny", prompt=GROUNDED_PROMPT, new_tokens=6, repeats=2, warmup=1, device="cpu")
+    b = a.replace(spec="draft", draft_tokens=3)
+    for _ in range(2):
+        records = {side: event.record for side, event in engine.generate_sides({"A": a, "B": b}, extra_s=0.0)
+                   if isinstance(event, Result)}
+        assert [r.status for r in records.values()] == ["ok", "ok"], [r.reason for r in records.values()]
+        assert records["B"].spec_effective == "draft" and records["B"].output_ids == records["A"].output_ids
+
+
 def test_synthetic_prompt_has_exactly_the_requested_length():
     record = run(RunConfig(prompt_tokens=37, **TINY))
     assert record.status == "ok" and record.prompt_tokens == 37

@@ -164,7 +164,12 @@ def apply_comparison(name: str, model: str, policy: HostingPolicy = HostingPolic
                  + (f", cut to fit the model's {context:,}-token context." if cut else "."))
     note += f" The headline leads with **{render.HEADLINE_LABELS[comparison.figure]}**"
     estimate = comparison.estimate_s(model, policy)
-    note += f"; ≈ {estimate:,.0f} s for both sides here." if estimate is not None else "."
+    if estimate is not None:
+        planned, most = estimate
+        more = f", up to {most:,.0f} s if the verdict needs more pairs" if most > planned + 0.5 else ""
+        note += f"; ≈ {planned:,.0f} s for both sides here{more}."
+    else:
+        note += "."
     if comparison.cannot_show:
         note = f"⚠ **This host cannot show it:** {comparison.cannot_show}\n\n{note}"
     shared = SharedSettings(model=model, **workload)

@@ -254,9 +254,9 @@ class Comparison:
         shared = SharedSettings(model=model, **self.workload(context_of(model)))
         return {"A": make_config(shared, self.a, policy), "B": make_config(shared, self.b, policy)}
 
-    def estimate_s(self, model: str, policy: HostingPolicy = HostingPolicy()) -> float | None:
-        """Estimated seconds of both sides here (`hosting.pair_seconds`), or None where a side is refused or the
-        model's shape is unknown before it loads (as `cost_note`)."""
+    def estimate_s(self, model: str, policy: HostingPolicy = HostingPolicy()) -> tuple[float, float] | None:
+        """Estimated seconds of both sides here, (planned, at most) as `hosting.pair_seconds`, or None where the
+        policy refuses a side or the model's shape is unknown before it loads (as `cost_note`)."""
         from playground.hosting import pair_seconds
         from playground.loader import model_source
 
@@ -288,7 +288,7 @@ def comparisons() -> dict[str, Comparison]:
                    "Without a cache every step re-reads the whole sequence: watch per-token latency grow with "
                    "position in the latency chart.",
                    _column(use_cache=False), _column(),
-                   dict(synthetic=True, prompt_tokens=128, new_tokens=256)),
+                   dict(synthetic=True, prompt_tokens=128, new_tokens=128)),
         Comparison("Attention: eager vs sdpa (long context)",
                    "A long prompt makes prefill attention-bound. Next, try sdpa vs flash_attention_2 "
                    "to complete eager → sdpa → flash.",
@@ -301,17 +301,18 @@ def comparisons() -> dict[str, Comparison]:
         Comparison("dtype: fp32 vs bf16",
                    "Half the bytes per weight: decode, which is bandwidth-bound, should speed up on a GPU. Tokens "
                    "may differ after a few steps because rounding differs.",
-                   _column(dtype="fp32"), _column(dtype="bf16"), dict(new_tokens=128),
-                   cannot_show="" if cuda else (
-                       "a CPU without bf16 matrix units computes bf16 no faster than fp32, and a model this size "
-                       "decodes at the pace of per-step overhead, not of weight bytes. On a CUDA GPU a decode step "
-                       "reads half the bytes in bf16 and speeds up.")),
+                   _column(dtype="fp32"), _column(dtype="bf16"), dict(new_tokens=128)),
         Comparison("torch.compile: off vs on",
                    "Compile needs a static cache and a warm-up: the first call compiles (reported as compile "
                    "time) and stays out of the measured repeats. On CPU compiling takes a while.",
                    _column(cache_impl="static"),
                    _column(cache_impl="static", compile="reduce-overhead" if cuda else "default"),
-                   dict(warmup=1, new_tokens=128)),
+                   dict(warmup=1, new_tokens=128),
+                   cannot_show="" if cuda else (
+                       "compiling takes most of this run on a CPU, and the compiled step of a model this small "
+                       "saves too little per token to clear the noise. The first call beside the headline shows "
+                       "what compiling costs; on a CUDA GPU reduce-overhead replays each step as one CUDA graph, "
+                       "which is where compile pays.")),
         Comparison("Backend: transformers vs fast",
                    "Same weights, same static cache: transformers' generate loop against a gpt-fast-style decoder "
                    "whose compiled decode step replays as one CUDA graph per token (compile needs a GPU)."
@@ -333,17 +334,12 @@ def comparisons() -> dict[str, Comparison]:
                    "batch's rate, 'Decode throughput' one sequence's; the Batch and KV rows show the padding and "
                    "what the cache holds. 'Sweep A's batch size' charts more sizes.",
                    _column(), _column(batch_size=4, length_spread_pct=50), dict(new_tokens=64), figure="throughput"),
-        Comparison("Quantization: bf16 vs int4",
-                   "int4 weight-only (torchao, group 128) reads a quarter of bf16's weight bytes, but decode only "
-                   "gets faster if the matmul reads them packed: the kernels row says whether it did. Runs only on "
-                   "a CUDA GPU in bf16; elsewhere B says why.",
-                   _column(dtype="bf16"), _column(dtype="bf16", quant="int4"), dict(new_tokens=128)),
         Comparison("Quantization: fp32 vs int8",
                    "int8 weight-only (torchao) stores a quarter of fp32's weight bytes. On CPU torchao dequantizes "
                    "before each matmul, so expect it slower and flagged; the tokens show what rounding cost.",
                    _column(dtype="fp32"), _column(dtype="fp32", quant="int8"), dict(new_tokens=128),
                    cannot_show="" if cuda else (
-                       "on a CPU torchao dequantizes the int8 weights before every matmul, so B decodes slower; the "
+                       "on a CPU torchao dequantizes the int8 weights before every matmul, so B decodes no faster; the "
                        "run shows what it saves in weight memory and what rounding costs in tokens. Fewer weight "
                        "bytes pay where a kernel reads them packed: the fast backend's gemlite int8 on a CUDA GPU.")),
     )
@@ -351,6 +347,12 @@ def comparisons() -> dict[str, Comparison]:
                 dtype="bf16")
     fast_fp16 = dict(fast, dtype="fp16")  # gemlite's int4 kernels take fp16 activations only
     captured = () if zero_gpu_available() else (  # no torch.compile there: an uncaptured gemlite step waits on the host
+        Comparison("Quantization, fast backend: bf16 vs int4 (tinygemm)",
+                   "int4 weight-only (torchao's tile-packed layout, group 128) reads a quarter of bf16's weight "
+                   "bytes through torch's tinygemm kernel, inside the fast backend's replayed step. Decode only "
+                   "gets faster if that kernel reads its bytes faster than bf16's matmul reads twice as many: the "
+                   "kernels row says what ran. Needs a CUDA GPU in bf16; elsewhere B says why.",
+                   _column(**fast), _column(**fast, quant="int4"), dict(warmup=1, new_tokens=128)),
         Comparison("Quantization, fast backend: bf16 vs int8 (gemlite)",
                    "The fast backend replays its whole decode step as one CUDA graph, so gemlite's int8 GEMV kernels "
                    "(half of bf16's weight bytes) are not held up by the host launching them. Compare decode "

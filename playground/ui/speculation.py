@@ -1,7 +1,7 @@
 """The one-click comparisons of speculative decoding: the same configuration with speculation off (A) and on
 (B), so the decode row's "B vs A" is the speedup and the identical-token check shows greedy output unchanged.
 
-The ready prompt it adds is input-grounded (copy a given paragraph): prompt lookup can only draft what the text
+The ready prompt it adds is input-grounded (copy a module header just read): prompt lookup can only draft what the text
 already holds, and a draft model gets the most right where the continuation is predictable.
 """
 
@@ -15,7 +15,7 @@ from playground import speculative
 if TYPE_CHECKING:
     from playground.ui.settings import Comparison
 
-READY_PROMPTS = {"Copy a paragraph (input-grounded, for speculation)": speculative.GROUNDED_PROMPT}
+READY_PROMPTS = {"Copy a module header (input-grounded, for speculation)": speculative.GROUNDED_PROMPT}
 
 
 def comparisons() -> tuple[Comparison, ...]:
@@ -26,7 +26,7 @@ def comparisons() -> tuple[Comparison, ...]:
 
     off = ColumnSettings()
     prompt = f"The prompt is set to the ready prompt \"{next(iter(READY_PROMPTS))}\", which gets the most drafts accepted."
-    grounded = dict(new_tokens=128, prompt=speculative.GROUNDED_PROMPT, synthetic=False)
+    grounded = dict(new_tokens=speculative.GROUNDED_TOKENS, prompt=speculative.GROUNDED_PROMPT, synthetic=False)
     return (
         Comparison("Speculation: off vs prompt lookup",
                    "B drafts up to 10 tokens per step by finding the last words of the text so far earlier in "
@@ -42,6 +42,6 @@ def comparisons() -> tuple[Comparison, ...]:
                    off, dataclasses.replace(off, spec="draft", draft_tokens=3), grounded,
                    cannot_show="" if cuda else (
                        "on a CPU this tiny target's step costs little more than its draft's, so drafting 3 tokens "
-                       "and verifying them does not pay. Prompt lookup, whose drafts cost nothing, shows "
+                       "and verifying them gains little or nothing. Prompt lookup, whose drafts cost nothing, shows "
                        "speculation on this host; a draft model pays where the target is many times its size.")),
     )

@@ -152,7 +152,7 @@ def test_a_comparison_says_before_run_which_figure_it_leads_with_and_what_it_cos
         if comparison.cannot_show:
             assert "⚠ **This host cannot show it:**" in note, name
         if "cannot run on this host" not in note:
-            assert re.search(r"≈ [\d,]+ s for both sides here\.", note), name
+            assert re.search(r"≈ [\d,]+ s for both sides here(, up to [\d,]+ s if the verdict needs more pairs)?\.", note), name
     assert comparisons()["Batching: 1 vs 4 sequences"].figure == "throughput"
 
 

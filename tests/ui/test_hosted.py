@@ -453,7 +453,8 @@ def test_the_prompt_limit_counts_the_models_own_tokens(prompt, tokens):
 @pytest.mark.parametrize("changes, words", [
     (dict(model="qwen2.5-7b-shape", device="cpu"), "of cpu time here"),
     (dict(model="llama-3.1-8b-shape", device="cpu", dtype="bf16"), "of cpu time here"),
-    (dict(model=TINY, device="cpu", cache_impl="static", compile="default"), "(compile, tiny-random-llama"),
+    (dict(model="llama-3.1-8b-shape", device="cpu", cache_impl="static", compile="default"),
+     "(compile, llama-3.1-8b-shape"),
 ])
 def test_hosted_mode_bounds_what_a_run_costs_on_this_host(changes, words):
     config = RunConfig(prompt="hi", new_tokens=64, repeats=1, warmup=1, **changes)

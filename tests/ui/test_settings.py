@@ -112,7 +112,7 @@ def test_quantization_comparison_shows_its_refusal_before_run_on_cpu():
 
     if capabilities.host().cuda:
         pytest.skip("the refusal is a CPU host's")
-    preset = comparisons()["Quantization: bf16 vs int4"]
+    preset = comparisons()["Quantization, fast backend: bf16 vs int4 (tinygemm)"]
     shared = SharedSettings(model=DEFAULT_MODEL, **preset.workload(context_of(DEFAULT_MODEL)))
     assert check_column(shared, preset.a)[0]
     ok, why = check_column(shared, preset.b)
