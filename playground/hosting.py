@@ -47,7 +47,7 @@ SPECIAL_TOKENS = 8  # no tokenizer makes more tokens than UTF-8 bytes, plus a fe
 # CPU with the default model) and reading every weight once; prefill costs 2 FLOP per parameter per token;
 # loading streams the weights (random init on a CPU); a compile is a flat guess. CUDA rates are half an RTX
 # PRO 6000 Blackwell (1.8 TB/s whole), ZeroGPU's default share.
-STEP_S_PER_LAYER = {"cpu": 2e-3, "cuda": 2e-3}
+STEP_S_PER_LAYER = {"cpu": 1.5e-3, "cuda": 2e-3}
 DECODE_BYTES_S = {"cpu": 10e9, "cuda": 0.8e12}
 PREFILL_FLOP_S = {"cpu": 50e9, "cuda": 50e12}
 LOAD_BYTES_S = {"cpu": 0.5e9, "cuda": 2e9}

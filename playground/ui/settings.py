@@ -255,15 +255,24 @@ class Comparison:
         return {"A": make_config(shared, self.a, policy), "B": make_config(shared, self.b, policy)}
 
     def estimate_s(self, model: str, policy: HostingPolicy = HostingPolicy()) -> tuple[float, float] | None:
-        """Estimated seconds of both sides here, (planned, at most) as `hosting.pair_seconds`, or None where the
-        policy refuses a side or the model's shape is unknown before it loads (as `cost_note`)."""
+        """Estimated seconds of the sides that can run here, (planned, at most) as `hosting.pair_seconds`, or None
+        where the policy refuses a side or the model's shape is unknown before it loads (as `cost_note`)."""
+        from playground import capabilities
         from playground.hosting import pair_seconds
         from playground.loader import model_source
 
         if model_source(model) == "hub" and not policy.hosted:
             return None
         try:
-            return pair_seconds(self.configs(model, policy))
+            configs = self.configs(model, policy)
+            runnable = {}
+            for side, config in configs.items():
+                try:
+                    capabilities.check(config)
+                    runnable[side] = config
+                except ConfigError:  # a side refused before Run does not run: its cost is not the run's
+                    pass
+            return pair_seconds(runnable)
         except ConfigError:
             return None
 
@@ -309,10 +318,11 @@ def comparisons() -> dict[str, Comparison]:
                    _column(cache_impl="static", compile="reduce-overhead" if cuda else "default"),
                    dict(warmup=1, new_tokens=128),
                    cannot_show="" if cuda else (
-                       "compiling takes most of this run on a CPU, and the compiled step of a model this small "
-                       "saves too little per token to clear the noise. The first call beside the headline shows "
-                       "what compiling costs; on a CUDA GPU reduce-overhead replays each step as one CUDA graph, "
-                       "which is where compile pays.")),
+                       "on a CPU the first run compiles for 30 s or more, past the half minute a one-click "
+                       "comparison gets here (later runs read the compile cache), and the compiled step gains "
+                       "little: its kernels fuse, but each still launches from Python's side. The first call "
+                       "beside the headline shows what compiling costs; on a CUDA GPU reduce-overhead replays "
+                       "each step as one CUDA graph, where compile pays most.")),
         Comparison("Backend: transformers vs fast",
                    "Same weights, same static cache: transformers' generate loop against a gpt-fast-style decoder "
                    "whose compiled decode step replays as one CUDA graph per token (compile needs a GPU)."
