@@ -19,7 +19,8 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 RUN_S = 300  # far beyond the slowest comparison this host runs, so only a hung run fails on time
 CPU_SHOWS = ["KV cache: off vs on", "Attention: eager vs sdpa (long context)", "dtype: fp32 vs bf16",
-             "Batching: 1 vs 4 sequences", "Speculation: off vs prompt lookup"]  # the rest say why before Run
+             "torch.compile: off vs on", "Backend: transformers vs fast", "Batching: 1 vs 4 sequences",
+             "Speculation: off vs prompt lookup"]  # on a CPU; the rest say why before Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists(),
