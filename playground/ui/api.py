@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from playground.config import SETTINGS, ConfigError
-from playground.diagnostics import comparison
+from playground.diagnostics import HEADLINES, comparison
 from playground.ui.events import Playground, history_note, session_of
 from playground.ui.settings import SIDE_SETTINGS, ColumnSettings, SharedSettings
 from playground.ui.streaming import Pane, run_sides
@@ -58,6 +58,12 @@ def wrong_type(endpoint, arguments: dict[str, Any]) -> ConfigError | None:
             kind = "text" if expected is str else "true or false (a JSON boolean)"
             return ConfigError(f"{name} must be {kind}, got {value!r}")
     return None
+
+
+def _unknown_figure(figure: object) -> ConfigError | None:
+    if figure in HEADLINES:
+        return None
+    return ConfigError(f"figure must be one of {', '.join(HEADLINES)}, got {figure!r}")
 
 
 def _api_name(name: str) -> str:
@@ -107,12 +113,13 @@ def make_endpoints(app: Playground):
     """The endpoint functions, bound to this app."""
 
     def stream(endpoint, arguments: dict[str, Any], request, prefixes: dict[str, str]) -> Iterator[dict[str, Pane]]:
-        refused = wrong_type(endpoint, arguments)
+        figure = arguments.pop("figure", "decode")
+        refused = wrong_type(endpoint, arguments) or _unknown_figure(figure)
         shared = SharedSettings(**{name: arguments[_api_name(name)] for name in SHARED})
         columns = {side: ColumnSettings(**{name: arguments[prefix + _api_name(name)] for name in SIDE_SETTINGS})
                    for side, prefix in prefixes.items()}
         configs = {side: refused for side in columns} if refused else app.configs(shared, columns)
-        return run_sides(configs, app.history(session_of(request)), threading.Event(), app.generate)
+        return run_sides(configs, app.history(session_of(request)), threading.Event(), app.generate, figure=figure)
 
     one, both = {"A": ""}, {"A": "a_", "B": "b_"}
 
@@ -126,9 +133,11 @@ def make_endpoints(app: Playground):
 
     run = _endpoint("run", "Run one configuration; streams {text, tokens, state, status, message, record}, record "
                     "set at the end.", _parameters(one, RUN_ORDER, app.default_model, RUN_DEFAULTS), run_body)
-    compare = _endpoint("compare", "Run A then B; streams {A, B, comparison}; comparison (identical tokens, "
-                        "speedups) is set at the end.", _parameters(both, COMPARE_ORDER, app.default_model, {}),
-                        compare_body)
+    figure = inspect.Parameter("figure", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="decode", annotation=str)
+    compare = _endpoint("compare", "Run A and B, their timed repeats in turn; streams {A, B, comparison}; comparison "
+                        "(identical tokens, each figure's speedup, interval, noise floor and call) is set at the end. "
+                        f"figure ({', '.join(HEADLINES)}) is the one an open verdict takes more pairs for.",
+                        [*_parameters(both, COMPARE_ORDER, app.default_model, {}), figure], compare_body)
 
     def history(request: gr.Request = None) -> dict:
         """The runs this caller may see, newest first: {note, skipped, runs: [record, ...]} (only its own in hosted

@@ -69,6 +69,19 @@ def test_compare_refuses_a_boolean_sent_as_text_instead_of_running_with_the_cach
     assert final["comparison"] is None
 
 
+def test_compare_takes_the_figure_its_verdict_is_about_and_refuses_an_unknown_one(launched):
+    demo, _ = launched
+    client = client_for(demo)
+    final = client.predict(prompt="hi", model=TINY, max_new_tokens=2, repeats=2, warmup=0, figure="ttft",
+                           api_name="/compare")
+    assert final["comparison"]["interleaved"] is True and final["comparison"]["ttft_call"] in (
+        "better", "worse", "same", "unsure")
+    wrong = client.predict(prompt="hi", model=TINY, max_new_tokens=2, repeats=1, warmup=0, figure="speed",
+                           api_name="/compare")
+    assert wrong["A"]["state"] == "invalid" and "figure must be one of ttft, decode, throughput, got 'speed'" in (
+        wrong["A"]["message"])
+
+
 def test_only_the_documented_endpoints_are_public(launched):
     demo, _ = launched
     client = client_for(demo)
