@@ -80,6 +80,7 @@ def test_every_one_click_comparison_leads_with_its_figure_or_says_before_run_why
     """Each comparison names its headline figure before Run. One this host can show runs (short: 8 tokens, 2
     repeats, so the verdict has a spread) and its headline leads with that figure and a verdict on it; one it
     cannot show says why before Run, in the column too where a side cannot run at all."""
+    from playground.speculative import GROUNDED_TOKENS
     from playground.ui.render import HEADLINE_LABELS
     from playground.ui.settings import comparisons
 
@@ -101,7 +102,8 @@ def test_every_one_click_comparison_leads_with_its_figure_or_says_before_run_why
         if "This host cannot show it:" in note.inner_text():
             said_before_run.append(name)
             continue
-        _set_number(page, "max new tokens", 8)  # a short run; each comparison keeps its prompt and columns
+        # a short run; each comparison keeps its prompt and columns, and speculation the tokens its prompt grounds
+        _set_number(page, "max new tokens", GROUNDED_TOKENS if comparison.b.spec != "none" else 8)
         _set_number(page, "repeats", 2)
         page.wait_for_function("() => ['A', 'B'].every(s => document.querySelector('#note-' + s).innerText.includes('runs as'))",
                                timeout=10_000)
