@@ -5,8 +5,9 @@ import sys
 
 
 def test_every_process_decodes_the_eager_token_and_the_loaded_step_refuses_other_shapes():
-    """One row of each route (each row is a new process that compiles; the full table is results/cpu/)."""
-    routes = {"plain, cold": "traced", "precompile": "compiled", "load": "loaded"}
+    """The saving row and a loading one (each row is a new process that compiles; torch.compile's own route is
+    tests/fast/test_precompile.py's, and the full table is results/cpu/)."""
+    routes = {"precompile": "compiled", "load": "loaded"}
     out = subprocess.run([sys.executable, "-m", "benchmarks.precompile_step", "--steps", "2", "--rows", *routes],
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -358,5 +358,19 @@ def build_demo(store: RunStore | None = None, default_model: str | None = None,
 
 
 def launch(demo: gr.Blocks, **kwargs: Any):
-    """`demo.launch` with the playground's theme and CSS (Gradio 6 takes them at launch)."""
+    """`demo.launch` with the playground's theme and CSS (Gradio 6 takes them at launch), once the engine is
+    imported."""
+    _import_engine()
     return demo.launch(theme=style.theme(), css=style.CSS, **kwargs)
+
+
+def _import_engine() -> None:
+    """Import the engine and transformers' auto classes before serving. Handlers run on several threads, and two
+    of them resolving transformers' lazy names at once can meet a half-imported module: a fresh app's first
+    comparison click failed with "cannot import name 'AutoConfig' from 'transformers'", leaving Run held."""
+    import transformers
+
+    from playground import engine  # noqa: F401
+
+    for name in ("AutoConfig", "AutoTokenizer", "AutoModelForCausalLM"):
+        getattr(transformers, name)
