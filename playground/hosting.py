@@ -142,8 +142,8 @@ class HostingPolicy:
 
     def check(self, config: RunConfig) -> None:
         """Raise ConfigError naming the rule or limit this request breaks; None when it may run here."""
-        for rule in (self._check_model, self._check_numbers, self._check_compile, self._check_parallel,
-                     self._check_prompt, self._check_gpu_share, self._check_cost):
+        for rule in (self._check_model, self._check_draft, self._check_numbers, self._check_compile,
+                     self._check_parallel, self._check_prompt, self._check_gpu_share, self._check_cost):
             rule(config)
 
     def _check_model(self, config: RunConfig) -> None:
@@ -156,6 +156,19 @@ class HostingPolicy:
         if not self.allow_local_paths and _is_local_path(config.model):
             raise ConfigError(f"model {config.model!r} is a local path, refused in hosted mode: use a preset or a "
                               "Hugging Face id (owner/name)")
+
+    def _check_draft(self, config: RunConfig) -> None:
+        """A hosted draft is a shipped one or an allowlisted model: the memory pre-flight and the cost estimate
+        count the target only, so any other draft (a local folder, a hub id, a 70B-shape preset) could load
+        what no check has weighed."""
+        from playground import speculative
+
+        if not self.hosted or not speculative.REGISTRY[config.spec].draft_model:
+            return
+        allowed = sorted(set(speculative.DRAFT_MODELS) | set(self.model_allowlist or ()))
+        if config.draft_model not in allowed:
+            raise ConfigError(f"draft_model {config.draft_model!r} is refused in hosted mode: a hosted run drafts "
+                              f"with {', '.join(allowed)}; run the playground locally for another draft")
 
     def _check_prompt(self, config: RunConfig) -> None:
         limit = self.max_prompt_tokens

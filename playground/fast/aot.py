@@ -14,10 +14,12 @@ each kernel from the host.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,8 +125,12 @@ def load_failure(path: Path, probe_code: str | None = None) -> str | None:
     return f"exit status {probe.returncode}: {probe.stderr.strip().splitlines()[-1:]}"
 
 
-def one_layer_package(device: str, folder: Path) -> Path:
-    """A package of one linear layer for `device`: what any working AOTInductor install loads."""
+@functools.cache
+def one_layer_package(device: str) -> Path:
+    """A package of one linear layer for `device`: what any working AOTInductor install loads. Built once per
+    process (a build costs seconds of compiling), into a folder removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="playground-one-layer-"))
+    atexit.register(shutil.rmtree, folder, True)
     layer = torch.nn.Linear(16, 16, device=device)
     example = (torch.randn(2, 16, device=device),)
     return Path(torch._inductor.aoti_compile_and_package(torch.export.export(layer, example),
@@ -136,20 +142,19 @@ def toolchain_failure(device: str) -> str | None:
     """What building or loading (in a child process) a one-layer package for `device` shows, as a sentence
     naming whether torch alone or the playground's ops beside it fail; None when it loads both ways. Once per
     process."""
-    with tempfile.TemporaryDirectory() as folder:
-        try:
-            package = one_layer_package(device, Path(folder))
-        except Exception as exc:  # no compiler, no headers: this install builds no package at all
-            return (f"a one-layer test package does not build ({type(exc).__name__}: "
-                    f"{str(exc).strip().splitlines()[:1]}): this torch install builds no ahead-of-time package")
-        bare = load_failure(package, BARE_PROBE)
-        if bare:
-            return f"a one-layer test package fails too ({bare}): this torch install runs no ahead-of-time package"
-        beside_ops = load_failure(package)
-        if beside_ops:
-            return (f"a one-layer test package loads with torch alone but fails once the playground's custom ops "
-                    f"are imported ({beside_ops}): loading those ops breaks torch's package loader here")
-        return None
+    try:
+        package = one_layer_package(device)
+    except Exception as exc:  # no compiler, no headers: this install builds no package at all
+        return (f"a one-layer test package does not build ({type(exc).__name__}: "
+                f"{str(exc).strip().splitlines()[:1]}): this torch install builds no ahead-of-time package")
+    bare = load_failure(package, BARE_PROBE)
+    if bare:
+        return f"a one-layer test package fails too ({bare}): this torch install runs no ahead-of-time package"
+    beside_ops = load_failure(package)
+    if beside_ops:
+        return (f"a one-layer test package loads with torch alone but fails once the playground's custom ops "
+                f"are imported ({beside_ops}): loading those ops breaks torch's package loader here")
+    return None
 
 
 def check_loads(path: Path, device: str) -> None:

@@ -1,5 +1,6 @@
-"""The page in a real headless Chromium, on the default model: Run A vs B fills panes and charts, and every
-one-click comparison either runs and leads with its figure or, where this host cannot show it, says why before Run.
+"""The page in a real headless Chromium, on the default model: every one-click comparison either runs and leads
+with its figure or, where this host cannot show it, says why before Run; one run is checked whole (panes,
+metrics, charts, both widths).
 
 Set PLAYGROUND_SCREENSHOTS=1 to also refresh assets/screenshot.png (1440x900) and
 assets/screenshot-laptop.png (1024x768).
@@ -76,10 +77,15 @@ def _set_number(page, label: str, value: int) -> None:
     box.press("Tab")
 
 
-def test_every_one_click_comparison_leads_with_its_figure_or_says_before_run_why_it_cannot(default_app, browser):
+EAGER = "dtype: fp32 vs bf16"  # run at once after its click, as it sets itself: different rounding marks the panes
+
+
+def test_every_one_click_comparison_leads_with_its_figure_or_says_before_run_why_it_cannot(default_app, browser,
+                                                                                           tmp_path):
     """Each comparison names its headline figure before Run. One this host can show runs (short: 8 tokens, 2
     repeats, so the verdict has a spread) and its headline leads with that figure and a verdict on it; one it
-    cannot show says why before Run, in the column too where a side cannot run at all."""
+    cannot show says why before Run, in the column too where a side cannot run at all. EAGER is run the moment
+    it is clicked, as an eager user does (Run waits for the comparison), and its page is checked whole."""
     from playground.speculative import GROUNDED_TOKENS
     from playground.ui.render import HEADLINE_LABELS
     from playground.ui.settings import comparisons
@@ -91,6 +97,10 @@ def test_every_one_click_comparison_leads_with_its_figure_or_says_before_run_why
     for name, comparison in comparisons().items():
         label = HEADLINE_LABELS[comparison.figure]
         page.get_by_role("button", name=name, exact=True).click()
+        if name == EAGER:
+            _run_and_wait(page, len(store.records()))
+            _check_the_whole_page(page, name, tmp_path)
+            continue
         note = page.locator("#comparison-note")
         page.wait_for_function("(n) => document.querySelector('#comparison-note').innerText.includes(n)", arg=name)
         assert f"The headline leads with {label}" in note.inner_text(), name
@@ -108,10 +118,7 @@ def test_every_one_click_comparison_leads_with_its_figure_or_says_before_run_why
         page.wait_for_function("() => ['A', 'B'].every(s => document.querySelector('#note-' + s).innerText.includes('runs as'))",
                                timeout=10_000)
         _run_and_wait(page, len(store.records()))
-        page.wait_for_selector("#summary .headline .lead", timeout=30_000)
-        lead = page.inner_text("#summary .headline .lead")
-        assert lead.startswith(label), (name, lead)
-        assert any(words in lead for words in ("faster", "slower", "no clear difference")), (name, lead)
+        _check_the_headline(page, name, label)
     from playground import capabilities
 
     shown = [name for name in comparisons() if name not in said_before_run]
@@ -119,17 +126,21 @@ def test_every_one_click_comparison_leads_with_its_figure_or_says_before_run_why
     page.close()
 
 
-def test_run_a_vs_b_fills_panes_and_charts(default_app, browser, tmp_path):
-    demo, store = default_app
-    page = browser.new_page(viewport={"width": 1440, "height": 900})
-    page.goto(demo.local_url)
-    _set_number(page, "repeats", 2)
-    name = "dtype: fp32 vs bf16"  # different rounding: the tokens may differ, which the panes then mark
-    page.get_by_role("button", name=name, exact=True).click()
-    _run_and_wait(page, len(store.records()))  # at once, as an eager user does: Run waits for the comparison
+def _check_the_headline(page, name: str, label: str) -> None:
+    page.wait_for_selector("#summary .headline .lead", timeout=30_000)
+    lead = page.inner_text("#summary .headline .lead")
+    assert lead.startswith(label), (name, lead)
+    assert any(words in lead for words in ("faster", "slower", "no clear difference")), (name, lead)
+
+
+def _check_the_whole_page(page, name: str, tmp_path) -> None:
+    """Panes, metrics and headline filled; screenshots at 1440 and 1024 px, where the metrics stay on screen."""
+    from playground.ui.render import HEADLINE_LABELS
+    from playground.ui.settings import comparisons
+
     assert name in page.inner_text("#comparison-note")
-    text = page.inner_text("#pane-A .tokens")
-    assert text.strip(), "pane A shows the generated text"
+    _check_the_headline(page, name, HEADLINE_LABELS[comparisons()[name].figure])
+    assert page.inner_text("#pane-A .tokens").strip(), "pane A shows the generated text"
     assert "TTFT" in page.inner_text("#metrics") and "tok/s" in page.inner_text("#metrics")
     assert page.inner_text("#pane-B .pane-head .cfg").startswith("transformers · sdpa · bf16")  # its run name
     screenshots = os.environ.get("PLAYGROUND_SCREENSHOTS")
@@ -142,4 +153,4 @@ def test_run_a_vs_b_fills_panes_and_charts(default_app, browser, tmp_path):
         page.screenshot(path=str(ASSETS / "screenshot-laptop.png"), full_page=True)
     right = page.evaluate("() => document.querySelector('#metrics table.metrics').getBoundingClientRect().right")
     assert right <= page.viewport_size["width"], "the metrics table runs off the page: kernel names must wrap"
-    page.close()
+    page.set_viewport_size({"width": 1440, "height": 900})

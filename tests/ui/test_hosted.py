@@ -25,9 +25,9 @@ import pytest
 from conftest import TINY
 from playground import capabilities, engine
 from playground.config import ConfigError, RunConfig
-from playground.hosting import (COMPILE_ON_ZERO_GPU, HOSTED_LIMITS, ZERO_GPU_BYTES, ZERO_GPU_CAPABILITY,
-                                ZERO_GPU_DEVICE, ZERO_GPU_MAX_S, ZERO_GPU_MIN_S, ZERO_GPU_SIZES, HostingPolicy,
-                                gpu_duration_s, gpu_runner, pair_duration_s, run_cost)
+from playground.hosting import (ALLOWLIST_ENV, COMPILE_ON_ZERO_GPU, HOSTED_LIMITS, ZERO_GPU_BYTES,
+                                ZERO_GPU_CAPABILITY, ZERO_GPU_DEVICE, ZERO_GPU_MAX_S, ZERO_GPU_MIN_S, ZERO_GPU_SIZES,
+                                HostingPolicy, gpu_duration_s, gpu_runner, pair_duration_s, run_cost)
 from playground.presets import DEFAULT_MODEL
 from playground.ui import events
 from playground.ui.settings import (ColumnSettings, SharedSettings, check_column, comparisons, compile_choices,
@@ -70,12 +70,24 @@ def test_hosted_mode_turns_on_on_a_space_by_env_or_flag():
     (dict(repeats=6), "repeats=6 is over this app's limit of 5"),
     (dict(warmup=6), "warmup=6 is over this app's limit of 5"),
     (dict(batch_size=5), "batch_size=5 is over this app's limit of 4"),
+    (dict(spec="draft", draft_model="./assets/models/stdlib-llama-draft"),
+     "draft_model './assets/models/stdlib-llama-draft' is refused in hosted mode: a hosted run drafts with "
+     "stdlib-llama-draft"),
+    (dict(spec="draft", draft_model="llama-3.1-70b-shape"), "draft_model 'llama-3.1-70b-shape' is refused"),
+    (dict(spec="draft", draft_model="someone/tiny-draft"), "draft_model 'someone/tiny-draft' is refused"),
 ])
 def test_hosted_policy_names_the_rule_it_refuses(changes, words):
     config = RunConfig(prompt="hi").replace(**changes)
     with pytest.raises(ConfigError, match=re.escape(words)):
         HOSTED.check(config)
     HostingPolicy().check(config)  # the local app leaves these to the engine
+
+
+def test_a_hosted_run_drafts_with_the_shipped_draft_or_an_allowlisted_model():
+    HOSTED.check(RunConfig(prompt="hi", spec="draft", draft_model="stdlib-llama-draft"))
+    listed = HostingPolicy.from_env({"PLAYGROUND_HOSTED": "1", ALLOWLIST_ENV: "stdlib-llama-tiny,tiny-random-llama"})
+    listed.check(RunConfig(prompt="hi", spec="draft", draft_model="tiny-random-llama"))
+    HOSTED.check(RunConfig(prompt="hi", spec="prompt_lookup", draft_model="./anything"))  # lookup loads no draft
 
 
 def test_requests_at_the_limits_and_allowlisted_models_pass():
