@@ -48,10 +48,12 @@ def _row(name: str, comparison, model: str) -> tuple[str, ...]:
     records, wall = _run(configs, comparison.figure)
     estimate = f"{planned:.0f} ({most:.0f})"
     within = "yes" if planned / 2 <= wall <= 2 * most else "no"
-    ended = [f"{side} {rec.status}: {rec.reason}" for side, rec in records.items() if rec.status != "ok"]
-    if ended:  # a side refused by the engine (the page says so before Run) or failed
-        return (name, comparison.figure, _said(comparison) or "; ".join(ended)[:160], estimate, f"{wall:.1f}", within,
-                "; ".join(ended)[:160] if not comparison.cannot_show and "invalid" not in ended[0] else "-", "-")
+    ended = {side: f"{side} {rec.status}: {rec.reason}" for side, rec in records.items() if rec.status != "ok"}
+    refused = [words for side, words in ended.items() if records[side].status == "invalid"]
+    failed = [words for side, words in ended.items() if records[side].status != "invalid"]
+    if refused or failed:  # refused: the page says so before Run; failed: the verdict column says why
+        return (name, comparison.figure, _said(comparison) or "; ".join(refused)[:160], estimate, f"{wall:.1f}", within,
+                "; ".join(failed)[:160] or "-", "-")
     v = verdict(records["A"], records["B"], comparison.figure)
     return (name, comparison.figure, _said(comparison), estimate, f"{wall:.1f}", within,
             verdict_words(v) if v else "-", noise_words(v, records["B"].host_other_cpu_pct) if v else "-")

@@ -177,7 +177,8 @@ NOISE_FLOOR = 0.05  # no host's verdict calls a difference under 5%: CPU clocks 
 
 @dataclass(frozen=True)
 class Verdict:
-    """B against A on one figure: the ratio (>1: B better), its interval at CONFIDENCE_PCT, the noise floor beside it, and the call.
+    """B against A on one figure: the ratio (>1: B better), its interval at CONFIDENCE_PCT, the noise floor beside
+    it, and the call.
 
     `call` is better | worse (the ratio clears the noise floor and its whole interval clears half of it), same (the
     whole interval lies within the floor), unsure (neither: more repeats could tell) or unknown (a side has
